@@ -1,0 +1,13 @@
+"""hf-entity-models: entity-aware research models as HuggingFace transformers models.
+
+Importing the package registers every config and model with the transformers Auto classes.
+"""
+
+from .auto import AutoModelForCoreference, register_auto_classes
+from .models.petra import PetraConfig, PetraForCoreference, PetraModel
+
+register_auto_classes()
+
+__version__ = "0.1.0"
+
+__all__ = ["AutoModelForCoreference", "PetraConfig", "PetraForCoreference", "PetraModel", "__version__"]

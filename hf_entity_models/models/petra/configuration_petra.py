@@ -1,0 +1,188 @@
+"""PeTra model configuration.
+
+This file is self-contained (it imports only ``transformers`` and ``huggingface_hub``) so that it can be
+copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
+"""
+
+from huggingface_hub.dataclasses import strict
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
+
+
+@strict
+class PetraConfig(PreTrainedConfig):
+    r"""
+    Configuration of a PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for
+    People Tracking"): a frozen pretrained encoder, a one-layer GRU and a memory of ``num_memory_cells`` cells
+    that are overwritten with new entities or updated on coreference.
+
+    Args:
+        encoder_config (`dict` or `PreTrainedConfig`, *optional*):
+            Configuration of the token encoder; any model that `AutoModel` can build and that returns hidden
+            states (BERT, RoBERTa, MiniLM, ...). Defaults to a BERT-base configuration, as in the paper.
+        encoder_layers (`list[int]`, *optional*, defaults to `[-4, -3, -2, -1]`):
+            Indices into the encoder's `hidden_states` tuple (index 0 is the embedding output) whose outputs are
+            concatenated, in this order, to form the GRU input. The paper uses the last four layers of BERT-base.
+        freeze_encoder (`bool`, *optional*, defaults to `True`):
+            Keep the encoder frozen (paper setting). A frozen encoder runs under `torch.no_grad()` and its features
+            can be cached and passed as `encoder_features`.
+        encoder_window_size (`int`, *optional*):
+            Longest window, in tokens, given to the encoder at once. Longer documents are encoded in overlapping
+            windows and every token keeps the features of the window where it has most context; the memory always
+            reads the whole document. Defaults to the encoder's `max_position_embeddings`.
+        encoder_window_overlap (`int`, *optional*):
+            Number of tokens shared by consecutive encoder windows. Defaults to a quarter of the window (128 for
+            a 512-token encoder).
+        hidden_size (`int`, *optional*, defaults to 300):
+            Size of the GRU output and of every memory cell.
+        num_memory_cells (`int`, *optional*, defaults to 10):
+            Number of memory cells N (the paper explores 2 to 20).
+        memory_variant (`str`, *optional*, defaults to `"vanilla"`):
+            `"vanilla"`: cells start at zero (parameter-free memory); `"learned_init"`: cells start at learned
+            vectors; `"fixed_key"`: the first `key_size` dimensions of every cell are a learned key that is never
+            updated, the rest is the value.
+        key_size (`int`, *optional*, defaults to 20):
+            Dimensions of the fixed key (only used by `"fixed_key"`). Must be smaller than `hidden_size`.
+        usage_decay (`float`, *optional*, defaults to 0.98):
+            Decay rate gamma of the usage scalar (Eq. 8).
+        mlp_hidden_size (`int`, *optional*, defaults to 300):
+            Width of the two ReLU hidden layers of the entity, similarity and coreference-update MLPs.
+        dropout (`float`, *optional*, defaults to 0.5):
+            Dropout on the GRU output.
+        self_link_weight (`float`, *optional*, defaults to 1.0):
+            Loss weight of the implied links from the first token of a span to its later tokens.
+        positive_link_weight (`float`, *optional*, defaults to 5.0):
+            Loss weight of pronoun-to-coreferent-name links.
+        negative_link_weight (`float`, *optional*, defaults to 50.0):
+            Loss weight of negative links (pronoun to the other name, name A to name B).
+        entity_loss_weight (`float`, *optional*, defaults to 0.1):
+            Weight lambda of the entity-mention loss (section 2.5.2).
+        gumbel_temperature (`float`, *optional*, defaults to 1.0):
+            Initial temperature of the Gumbel-softmax used for soft overwrites in training (halved every 10 epochs
+            by `GumbelTemperatureCallback`).
+        coref_threshold (`float`, *optional*, defaults to 0.5):
+            Decision threshold on the span link probability; tune it on validation data with
+            `hf_entity_models.tasks.coreference.sweep_threshold` and store the best value here.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialiser of linear layers.
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import PetraConfig, PetraForCoreference
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> config = PetraConfig(encoder_config=encoder_config, hidden_size=16, mlp_hidden_size=16, num_memory_cells=4)
+    >>> model = PetraForCoreference(config)
+    ```
+    """
+
+    model_type = "petra"
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert")}
+
+    encoder_config: dict | PreTrainedConfig | None = None
+    encoder_layers: list[int] | tuple[int, ...] = (-4, -3, -2, -1)
+    freeze_encoder: bool = True
+    encoder_window_size: int | None = None
+    encoder_window_overlap: int | None = None
+    hidden_size: int = 300
+    num_memory_cells: int = 10
+    memory_variant: str = "vanilla"
+    key_size: int = 20
+    usage_decay: float | int = 0.98
+    mlp_hidden_size: int = 300
+    dropout: float | int = 0.5
+    self_link_weight: float | int = 1.0
+    positive_link_weight: float | int = 5.0
+    negative_link_weight: float | int = 50.0
+    entity_loss_weight: float | int = 0.1
+    gumbel_temperature: float | int = 1.0
+    coref_threshold: float | int = 0.5
+    initializer_range: float = 0.02
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self.encoder_layers = [int(layer) for layer in self.encoder_layers]
+        self._check_values()
+
+    @property
+    def encoder_feature_size(self) -> int:
+        """Size of the concatenated encoder features fed to the GRU."""
+        return len(self.encoder_layers) * self.encoder_config.hidden_size
+
+    @property
+    def max_encoder_window(self) -> int:
+        """Longest token window the encoder is given at once."""
+        if self.encoder_window_size is not None:
+            return self.encoder_window_size
+        return getattr(self.encoder_config, "max_position_embeddings", 512)
+
+    @property
+    def effective_window_overlap(self) -> int:
+        """Tokens shared by consecutive encoder windows."""
+        if self.encoder_window_overlap is not None:
+            return self.encoder_window_overlap
+        return self.max_encoder_window // 4
+
+    def _check_values(self) -> None:
+        _require(self.hidden_size >= 1, f"hidden_size must be >= 1, got {self.hidden_size}.")
+        _require(self.mlp_hidden_size >= 1, f"mlp_hidden_size must be >= 1, got {self.mlp_hidden_size}.")
+        _require(
+            self.num_memory_cells >= 1,
+            f"num_memory_cells must be >= 1, got {self.num_memory_cells}; the paper uses 2 to 20 (default 10).",
+        )
+        _require(
+            self.memory_variant in MEMORY_VARIANTS,
+            f"memory_variant must be one of {MEMORY_VARIANTS}, got {self.memory_variant!r}.",
+        )
+        if self.memory_variant == "fixed_key":
+            _require(
+                1 <= self.key_size < self.hidden_size,
+                f"key_size must be in [1, hidden_size) for the fixed_key variant, got key_size={self.key_size} "
+                f"with hidden_size={self.hidden_size}; lower key_size (paper: 20 of 300).",
+            )
+        _require(0.0 < self.usage_decay < 1.0, f"usage_decay must be in (0, 1), got {self.usage_decay} (paper: 0.98).")
+        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}.")
+        for name in ("self_link_weight", "positive_link_weight", "negative_link_weight", "entity_loss_weight"):
+            _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
+        _require(
+            0.0 <= self.coref_threshold <= 1.0,
+            f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
+        )
+        self._check_encoder_fields()
+
+    def _check_encoder_fields(self) -> None:
+        num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
+        _require(len(self.encoder_layers) >= 1, "encoder_layers must name at least one encoder layer, e.g. [-1].")
+        _require(
+            len(set(self.encoder_layers)) == len(self.encoder_layers),
+            f"encoder_layers must not repeat a layer, got {self.encoder_layers}.",
+        )
+        if num_layers is not None:
+            # hidden_states has num_layers + 1 entries: the embeddings, then one per layer.
+            valid = range(-(num_layers + 1), num_layers + 1)
+            bad = [layer for layer in self.encoder_layers if layer not in valid]
+            _require(
+                not bad,
+                f"encoder_layers {bad} do not exist in an encoder with {num_layers} layers; use indices in "
+                f"[-{num_layers + 1}, {num_layers}] (0 = embeddings, -1 = last layer).",
+            )
+        window = self.max_encoder_window
+        _require(window >= 2, f"encoder_window_size must be >= 2, got {window}.")
+        _require(
+            0 <= self.effective_window_overlap < window,
+            f"encoder_window_overlap must be in [0, encoder window size {window}), got "
+            f"{self.encoder_window_overlap}.",
+        )
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+__all__ = ["PetraConfig"]

@@ -1,0 +1,748 @@
+"""PyTorch PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for People Tracking").
+
+This file is self-contained (it imports only torch, transformers and its own folder) so that
+``register_for_auto_class`` can copy it to the Hub and ``trust_remote_code=True`` loads it without our package.
+
+Equation numbers refer to the paper. Shapes use B = batch, T = tokens, N = memory cells, H = hidden size,
+P = token pairs, K = candidate spans.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput, logging
+
+from .configuration_petra import PetraConfig
+
+logger = logging.get_logger(__name__)
+
+# Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
+LINK_NEGATIVE = 0  # pronoun to the other name, or name A to name B: target 0, weight `negative_link_weight`
+LINK_POSITIVE = 1  # pronoun to its coreferent name: target 1, weight `positive_link_weight`
+LINK_SELF = 2  # first token of a multi-token span to a later token of it: target 1, weight `self_link_weight`
+IGNORE_INDEX = -100  # padding pairs
+
+# Clamp used inside logarithms of probabilities, as in the authors' code.
+LOG_EPSILON = 1e-7
+# Coreference score of a never-used cell (the paper's -inf, kept finite so that softmax stays defined).
+UNUSED_CELL_SCORE = -1e4
+# Bonus that makes unused cells win the overwrite, ranked among themselves by similarity (authors' code).
+UNUSED_CELL_OVERWRITE_BONUS = 1e5
+
+
+@dataclass
+class PetraModelOutput(ModelOutput):
+    r"""
+    Output of [`PetraModel`]: the token states and the memory log of every token.
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
+            GRU outputs h_t (after dropout), the token representations the memory reads.
+        entity_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            Entity-mention probability e_t (Eq. 1); 0 on special tokens and padding.
+        overwrite_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Overwrite probability o_t^i of every cell (Eqs. 5-6).
+        coref_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Coreference probability c_t^i of every cell (Eq. 4).
+        usage (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Usage scalar u_t^i after reading token t (Eq. 8).
+        memory (`torch.FloatTensor` of shape `(batch_size, num_memory_cells, hidden_size)`):
+            Memory cell vectors after the last token.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    entity_probs: torch.FloatTensor | None = None
+    overwrite_probs: torch.FloatTensor | None = None
+    coref_probs: torch.FloatTensor | None = None
+    usage: torch.FloatTensor | None = None
+    memory: torch.FloatTensor | None = None
+
+
+@dataclass
+class PetraCoreferenceOutput(ModelOutput):
+    r"""
+    Output of [`PetraForCoreference`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `link_labels` is given):
+            `coref_loss + entity_loss_weight * entity_loss`.
+        candidate_scores (`torch.FloatTensor` of shape `(batch_size, num_candidates)`, *optional*):
+            Span link probability between the pronoun and every candidate span: the maximum of Eq. 9 over their
+            token pairs (paper section 3.5). 0 for padded candidates. Compare with `config.coref_threshold`.
+        entity_probs, overwrite_probs, coref_probs, usage, memory:
+            The memory log, as in [`PetraModelOutput`].
+        coref_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Weighted binary cross-entropy of the labelled links (section 2.5.1), normalised by the total weight.
+        entity_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Mean entity probability of unlabelled, non-special tokens (section 2.5.2), averaged over documents.
+    """
+
+    loss: torch.FloatTensor | None = None
+    candidate_scores: torch.FloatTensor | None = None
+    entity_probs: torch.FloatTensor | None = None
+    overwrite_probs: torch.FloatTensor | None = None
+    coref_probs: torch.FloatTensor | None = None
+    usage: torch.FloatTensor | None = None
+    memory: torch.FloatTensor | None = None
+    coref_loss: torch.FloatTensor | None = None
+    entity_loss: torch.FloatTensor | None = None
+
+
+class PetraMLP(nn.Module):
+    """Two ReLU hidden layers then a linear output, the shape of the paper's MLP1-3."""
+
+    def __init__(self, input_size: int, hidden_size: int, output_size: int):
+        super().__init__()
+        self.input_layer = nn.Linear(input_size, hidden_size)
+        self.hidden_layer = nn.Linear(hidden_size, hidden_size)
+        self.output_layer = nn.Linear(hidden_size, output_size)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.from_input_projection(self.input_layer(inputs))
+
+    def from_input_projection(self, projected: torch.Tensor) -> torch.Tensor:
+        """Finish the MLP from the pre-activation of its first layer.
+
+        The memory step assembles that pre-activation from parts (the token part is computed for all tokens at
+        once), which avoids concatenating `[h; m; ...]` for every cell at every step.
+        """
+        return self.output_layer(F.relu(self.hidden_layer(F.relu(projected))))
+
+
+class PetraPreTrainedModel(PreTrainedModel):
+    config: PetraConfig
+    config_class = PetraConfig
+    base_model_prefix = "petra"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
+        super()._init_weights(module)
+        if isinstance(module, nn.GRU):
+            bound = 1.0 / math.sqrt(module.hidden_size)
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, PetraModel):
+            # The paper's variants start from zero-initialised parameters (authors' code).
+            if module.memory_init is not None:
+                init.zeros_(module.memory_init)
+            if module.memory_key is not None:
+                init.zeros_(module.memory_key)
+
+
+class PetraModel(PetraPreTrainedModel):
+    """
+    The PeTra encoder + memory: a (frozen) pretrained encoder, a left-to-right GRU and the memory module.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import PetraConfig, PetraModel
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> model = PetraModel(PetraConfig(encoder_config=encoder_config, hidden_size=16, mlp_hidden_size=16))
+    >>> out = model(input_ids=torch.tensor([[101, 2198, 2001, 2182, 102]]))
+    >>> out.overwrite_probs.shape
+    torch.Size([1, 5, 10])
+    ```
+    """
+
+    def __init__(self, config: PetraConfig):
+        super().__init__(config)
+        self.encoder = AutoModel.from_config(config.encoder_config)
+        self.gru = nn.GRU(config.encoder_feature_size, config.hidden_size, batch_first=True)
+        self.dropout = nn.Dropout(config.dropout)
+        hidden, mlp = config.hidden_size, config.mlp_hidden_size
+        self.entity_mlp = PetraMLP(hidden, mlp, 1)  # MLP1, Eq. 1
+        self.similarity_mlp = PetraMLP(3 * hidden + 1, mlp, 1)  # MLP2 over [h; m; h*m; u], Eq. 2
+        self.coref_update_mlp = PetraMLP(2 * hidden, mlp, self.value_size)  # MLP3 over [h; m], Eq. 7
+        self.memory_init = (
+            nn.Parameter(torch.zeros(config.num_memory_cells, hidden))
+            if config.memory_variant == "learned_init"
+            else None
+        )
+        self.memory_key = (
+            nn.Parameter(torch.zeros(config.num_memory_cells, config.key_size))
+            if config.memory_variant == "fixed_key"
+            else None
+        )
+        self.gumbel_temperature = float(config.gumbel_temperature)
+        if config.freeze_encoder:
+            self.encoder.requires_grad_(False)
+        self.post_init()
+
+    @property
+    def key_size(self) -> int:
+        """Dimensions of every cell that stay fixed during a document (0 unless the fixed_key variant)."""
+        return self.config.key_size if self.config.memory_variant == "fixed_key" else 0
+
+    @property
+    def value_size(self) -> int:
+        """Dimensions of every cell that overwrites and coreference updates write to."""
+        return self.config.hidden_size - self.key_size
+
+    def set_gumbel_temperature(self, temperature: float) -> None:
+        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
+        if not temperature > 0:
+            raise ValueError(f"The Gumbel temperature must be > 0, got {temperature}.")
+        self.gumbel_temperature = float(temperature)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.config.freeze_encoder:
+            # A frozen encoder is a fixed feature extractor: no dropout inside it, so cached features match.
+            self.encoder.eval()
+        return self
+
+    # ----------------------------------------------------------------------------------------------- encoder
+    def get_encoder_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.FloatTensor:
+        """Concatenate the configured encoder layers for every token: `(B, T, encoder_feature_size)`.
+
+        Documents longer than the encoder's window are encoded in overlapping windows; each token takes the
+        features of the window where it has the most context on both sides. Padding positions get zeros.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
+            window = self.config.max_encoder_window
+            if input_ids.shape[1] <= window:
+                features = self._encode_window(input_ids, attention_mask)
+            else:
+                features = self._encode_in_windows(input_ids, attention_mask, window)
+        return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
+
+    def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
+        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        hidden_states = outputs.hidden_states
+        return torch.cat([hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
+
+    def _encode_in_windows(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, window: int
+    ) -> torch.FloatTensor:
+        batch_size, length = input_ids.shape
+        starts = _window_starts(length, window, self.config.effective_window_overlap)
+        windows_ids = torch.stack([input_ids[:, start : start + window] for start in starts], dim=1)
+        windows_mask = torch.stack([attention_mask[:, start : start + window] for start in starts], dim=1)
+        # Windows made only of padding would give an attention row with nothing to attend to; unmask their first
+        # token (its features are discarded below) to keep every window well defined.
+        windows_mask = windows_mask.clone()
+        empty = windows_mask.sum(-1) == 0
+        windows_mask[..., 0] = torch.where(empty, torch.ones_like(windows_mask[..., 0]), windows_mask[..., 0])
+        features = self._encode_window(windows_ids.flatten(0, 1), windows_mask.flatten(0, 1))
+        features = features.view(batch_size, len(starts), window, -1)
+
+        best_window, offset_in_window = _best_window_per_token(starts, window, length, input_ids.device)
+        return features[:, best_window, offset_in_window]
+
+    # ------------------------------------------------------------------------------------------------ memory
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        special_tokens_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> PetraModelOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Token ids for the encoder. Pass either `input_ids` or `encoder_features`.
+            attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for real tokens, 0 for padding. Padding must be on the right: the memory reads left to right.
+            special_tokens_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for special tokens ([CLS], [SEP], ...), which can never be entity mentions. Tokenizers return it
+                with `return_special_tokens_mask=True`.
+            encoder_features (`torch.FloatTensor` of shape `(batch_size, sequence_length, encoder_feature_size)`, *optional*):
+                Cached output of `get_encoder_features`; skips the encoder (a frozen encoder gives the same
+                features every epoch).
+        """
+        if kwargs:
+            raise TypeError(f"PetraModel.forward got unexpected arguments: {sorted(kwargs)}.")
+        features, attention_mask = self._resolve_features(input_ids, attention_mask, encoder_features)
+        token_mask = attention_mask.bool()
+        if special_tokens_mask is not None:
+            _check_same_shape(special_tokens_mask, attention_mask, "special_tokens_mask", "attention_mask")
+            token_mask = token_mask & ~special_tokens_mask.bool()
+
+        hidden_states = self.dropout(self.gru(features)[0])
+        entity_logits = self.entity_mlp(hidden_states).squeeze(-1)
+        entity_probs = torch.where(token_mask, torch.sigmoid(entity_logits), torch.zeros_like(entity_logits))
+        overwrite_probs, coref_probs, usage, memory = self._run_memory(hidden_states, entity_probs)
+        return PetraModelOutput(
+            last_hidden_state=hidden_states,
+            entity_probs=entity_probs,
+            overwrite_probs=overwrite_probs,
+            coref_probs=coref_probs,
+            usage=usage,
+            memory=memory,
+        )
+
+    def _resolve_features(
+        self,
+        input_ids: torch.LongTensor | None,
+        attention_mask: torch.Tensor | None,
+        encoder_features: torch.FloatTensor | None,
+    ) -> tuple[torch.FloatTensor, torch.Tensor]:
+        if (input_ids is None) == (encoder_features is None):
+            raise ValueError("Pass exactly one of `input_ids` or `encoder_features` (cached encoder output).")
+        if encoder_features is not None:
+            if encoder_features.dim() != 3 or encoder_features.shape[-1] != self.config.encoder_feature_size:
+                raise ValueError(
+                    f"encoder_features must have shape (batch, tokens, {self.config.encoder_feature_size}) "
+                    f"({len(self.config.encoder_layers)} layers x hidden size "
+                    f"{self.config.encoder_config.hidden_size}), got {tuple(encoder_features.shape)}; compute them "
+                    "with `model.get_encoder_features(input_ids, attention_mask)`."
+                )
+            reference = encoder_features[..., 0]
+        else:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}.")
+            vocab_size = getattr(self.config.encoder_config, "vocab_size", None)
+            if input_ids.numel() and (input_ids.min() < 0 or (vocab_size and input_ids.max() >= vocab_size)):
+                raise ValueError(
+                    f"input_ids must lie in [0, {vocab_size}) (the encoder's vocabulary), got values in "
+                    f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the encoder's own tokenizer."
+                )
+            reference = input_ids
+        if reference.shape[1] == 0:
+            raise ValueError("The input has no tokens; PeTra needs at least one token per document.")
+        if attention_mask is None:
+            attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
+        _check_same_shape(attention_mask, reference, "attention_mask", "the input")
+        _check_right_padding(attention_mask)
+        if encoder_features is None:
+            encoder_features = self.get_encoder_features(input_ids, attention_mask)
+        return encoder_features.to(self.gru.weight_ih_l0.dtype), attention_mask
+
+    def _initial_memory(self, batch_size: int, reference: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        num_cells, hidden = self.config.num_memory_cells, self.config.hidden_size
+        if self.memory_init is not None:
+            memory = self.memory_init.unsqueeze(0).expand(batch_size, -1, -1)
+        elif self.memory_key is not None:
+            values = reference.new_zeros(batch_size, num_cells, self.value_size)
+            memory = torch.cat([self.memory_key.unsqueeze(0).expand(batch_size, -1, -1), values], dim=-1)
+        else:
+            memory = reference.new_zeros(batch_size, num_cells, hidden)
+        usage = reference.new_zeros(batch_size, num_cells)
+        return memory, usage
+
+    def _run_memory(
+        self, hidden_states: torch.Tensor, entity_probs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Read the tokens left to right, updating every cell at once (Eqs. 2-8)."""
+        batch_size, length, hidden = hidden_states.shape
+        memory, usage = self._initial_memory(batch_size, hidden_states)
+
+        # The first layers of MLP2 and MLP3 are linear in [h; m; h*m; u] and [h; m]: project the token part of all
+        # tokens in one matmul, and the memory parts of both MLPs together at every step.
+        sim_weight = self.similarity_mlp.input_layer.weight
+        update_weight = self.coref_update_mlp.input_layer.weight
+        token_projection_sim = F.linear(hidden_states, sim_weight[:, :hidden], self.similarity_mlp.input_layer.bias)
+        token_projection_update = F.linear(
+            hidden_states, update_weight[:, :hidden], self.coref_update_mlp.input_layer.bias
+        )
+        memory_weight = torch.cat([sim_weight[:, hidden : 2 * hidden], update_weight[:, hidden:]], dim=0)
+        product_weight = sim_weight[:, 2 * hidden : 3 * hidden]
+        usage_weight = sim_weight[:, 3 * hidden]
+        mlp_size = sim_weight.shape[0]
+
+        overwrites, corefs, usages = [], [], []
+        for step in range(length):
+            token = hidden_states[:, step].unsqueeze(1)  # (B, 1, H)
+            memory_projection = F.linear(memory, memory_weight)
+            similarity = self.similarity_mlp.from_input_projection(
+                token_projection_sim[:, step].unsqueeze(1)
+                + memory_projection[..., :mlp_size]
+                + F.linear(token * memory, product_weight)
+                + usage.unsqueeze(-1) * usage_weight
+            ).squeeze(-1)  # Eq. 2, (B, N)
+            unused = usage == 0
+            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_probs[:, step])
+            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused)
+            update = self.coref_update_mlp.from_input_projection(
+                token_projection_update[:, step].unsqueeze(1) + memory_projection[..., mlp_size:]
+            )
+            memory = self._update_memory(memory, token, update, overwrite, coref)
+            usage = torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0)  # Eq. 8
+            overwrites.append(overwrite)
+            corefs.append(coref)
+            usages.append(usage)
+        return torch.stack(overwrites, 1), torch.stack(corefs, 1), torch.stack(usages, 1), memory
+
+    @staticmethod
+    def _coref_and_new_entity(
+        similarity: torch.Tensor, unused: torch.Tensor, entity_prob: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eqs. 3-4: coreference with a used cell, or a new entity (score fixed at 0), scaled by e_t."""
+        coref_scores = similarity.masked_fill(unused, UNUSED_CELL_SCORE)
+        scores = torch.cat([coref_scores, coref_scores.new_zeros(coref_scores.shape[0], 1)], dim=-1)
+        probabilities = entity_prob.unsqueeze(-1) * torch.softmax(scores, dim=-1)
+        return probabilities[:, :-1], probabilities[:, -1:]
+
+    def _overwrite_choice(self, similarity: torch.Tensor, usage: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        """Eqs. 5-6: which cell a new entity goes to: least used, unused cells first, ties broken by similarity.
+
+        Soft Gumbel-softmax sample in training, hard argmax (argmin usage) at evaluation.
+        """
+        preference = (1 - usage) + UNUSED_CELL_OVERWRITE_BONUS * unused * torch.softmax(similarity, dim=-1)
+        logits = torch.log(preference.clamp_min(LOG_EPSILON))
+        if self.training:
+            return F.gumbel_softmax(logits, tau=self.gumbel_temperature, hard=False, dim=-1)
+        return F.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(logits.dtype)
+
+    def _update_memory(
+        self,
+        memory: torch.Tensor,
+        token: torch.Tensor,
+        update: torch.Tensor,
+        overwrite: torch.Tensor,
+        coref: torch.Tensor,
+    ) -> torch.Tensor:
+        """Eq. 7: ignore, overwrite with h_t, or merge via MLP3; fixed keys are never written."""
+        keys, values = memory[..., : self.key_size], memory[..., self.key_size :]
+        overwrite, coref = overwrite.unsqueeze(-1), coref.unsqueeze(-1)
+        values = (1 - overwrite - coref) * values + overwrite * token[..., self.key_size :] + coref * update
+        return torch.cat([keys, values], dim=-1) if self.key_size else values
+
+
+class PetraForCoreference(PetraPreTrainedModel):
+    """
+    PeTra with the coreference losses of section 2.5 and the span link probabilities used for GAP (section 3.5).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import PetraConfig, PetraForCoreference
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> model = PetraForCoreference(PetraConfig(encoder_config=encoder_config, hidden_size=16, mlp_hidden_size=16))
+    >>> out = model(
+    ...     input_ids=torch.tensor([[101, 2198, 2056, 2002, 2001, 102]]),
+    ...     pronoun_spans=torch.tensor([[3, 4]]),
+    ...     candidate_spans=torch.tensor([[[1, 2], [2, 3]]]),
+    ... )
+    >>> out.candidate_scores.shape
+    torch.Size([1, 2])
+    ```
+    """
+
+    def __init__(self, config: PetraConfig):
+        super().__init__(config)
+        self.petra = PetraModel(config)
+        self.post_init()
+
+    @classmethod
+    def from_encoder(cls, encoder_name_or_path: str, **config_overrides) -> "PetraForCoreference":
+        """Build a fresh PeTra around a pretrained encoder (weights loaded, frozen unless `freeze_encoder=False`).
+
+        Example:
+
+        ```python
+        >>> model = PetraForCoreference.from_encoder("bert-base-cased", num_memory_cells=8)  # doctest: +SKIP
+        ```
+        """
+        encoder = AutoModel.from_pretrained(encoder_name_or_path)
+        config = PetraConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
+        model = cls(config)
+        missing, unexpected = model.petra.encoder.load_state_dict(encoder.state_dict(), strict=False)
+        if missing or unexpected:
+            raise ValueError(
+                f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
+                f"(missing: {missing}, unexpected: {unexpected})."
+            )
+        model.config.name_or_path = str(encoder_name_or_path)
+        return model
+
+    def set_gumbel_temperature(self, temperature: float) -> None:
+        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
+        self.petra.set_gumbel_temperature(temperature)
+
+    def get_encoder_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.FloatTensor:
+        """See [`PetraModel.get_encoder_features`]."""
+        return self.petra.get_encoder_features(input_ids, attention_mask)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        special_tokens_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        pronoun_spans: torch.LongTensor | None = None,
+        candidate_spans: torch.LongTensor | None = None,
+        link_pairs: torch.LongTensor | None = None,
+        link_labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> PetraCoreferenceOutput:
+        r"""
+        Args:
+            input_ids, attention_mask, special_tokens_mask, encoder_features:
+                As in [`PetraModel.forward`].
+            pronoun_spans (`torch.LongTensor` of shape `(batch_size, 2)`, *optional*):
+                Token span `[start, end)` of the pronoun of each document.
+            candidate_spans (`torch.LongTensor` of shape `(batch_size, num_candidates, 2)`, *optional*):
+                Token spans `[start, end)` of the candidate names (GAP: A and B); rows of `-1` are padding.
+                Given with `pronoun_spans`, the output has `candidate_scores`.
+            link_pairs (`torch.LongTensor` of shape `(batch_size, num_pairs, 2)`, *optional*):
+                Labelled token pairs `(t1, t2)`; order does not matter, `t1 != t2`. Rows of `-1` are padding.
+            link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
+                Kind of every pair: `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2), or `-100` for
+                padding. Given with `link_pairs`, the output has the training loss.
+        """
+        if kwargs:
+            raise TypeError(f"PetraForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
+        memory_output = self.petra(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            special_tokens_mask=special_tokens_mask,
+            encoder_features=encoder_features,
+        )
+        link_log_probs = LinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
+        length = memory_output.entity_probs.shape[1]
+
+        candidate_scores = None
+        if (pronoun_spans is None) != (candidate_spans is None):
+            raise ValueError("Pass `pronoun_spans` and `candidate_spans` together to get `candidate_scores`.")
+        if pronoun_spans is not None:
+            candidate_scores = span_link_probabilities(link_log_probs, pronoun_spans, candidate_spans, length)
+
+        loss = coref_loss = entity_loss = None
+        if (link_pairs is None) != (link_labels is None):
+            raise ValueError("Pass `link_pairs` and `link_labels` together to compute the loss.")
+        if link_labels is not None:
+            _check_link_inputs(link_pairs, link_labels, length)
+            coref_loss = self._coref_loss(link_log_probs, link_pairs, link_labels)
+            entity_loss = self._entity_loss(memory_output.entity_probs, attention_mask, special_tokens_mask, link_pairs)
+            loss = coref_loss + self.config.entity_loss_weight * entity_loss
+
+        return PetraCoreferenceOutput(
+            loss=loss,
+            candidate_scores=candidate_scores,
+            entity_probs=memory_output.entity_probs,
+            overwrite_probs=memory_output.overwrite_probs,
+            coref_probs=memory_output.coref_probs,
+            usage=memory_output.usage,
+            memory=memory_output.memory,
+            coref_loss=coref_loss,
+            entity_loss=entity_loss,
+        )
+
+    def _coref_loss(
+        self, link_log_probs: "LinkLogProbability", link_pairs: torch.LongTensor, link_labels: torch.LongTensor
+    ) -> torch.Tensor:
+        """Section 2.5.1: weighted binary cross-entropy between labels and Eq. 9, normalised by total weight."""
+        valid = link_labels != IGNORE_INDEX
+        safe_pairs = torch.where(valid.unsqueeze(-1), link_pairs, torch.zeros_like(link_pairs))
+        safe_pairs = torch.stack([safe_pairs.min(-1).values, safe_pairs.max(-1).values], dim=-1)
+        safe_pairs[..., 1] = torch.where(valid, safe_pairs[..., 1], torch.ones_like(safe_pairs[..., 1]))
+        log_prob = link_log_probs(safe_pairs)
+        log_prob = log_prob.clamp(max=math.log1p(-LOG_EPSILON))
+        targets = (link_labels == LINK_POSITIVE) | (link_labels == LINK_SELF)
+        log_complement = torch.log1p(-torch.exp(log_prob))
+        cross_entropy = -torch.where(targets, log_prob, log_complement)
+        weights = torch.zeros_like(cross_entropy)
+        weights = torch.where(link_labels == LINK_SELF, self.config.self_link_weight, weights)
+        weights = torch.where(link_labels == LINK_POSITIVE, self.config.positive_link_weight, weights)
+        weights = torch.where(link_labels == LINK_NEGATIVE, self.config.negative_link_weight, weights)
+        total_weight = weights.sum()
+        if total_weight == 0:
+            return cross_entropy.sum() * 0.0
+        return (weights * cross_entropy).sum() / total_weight
+
+    @staticmethod
+    def _entity_loss(
+        entity_probs: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        special_tokens_mask: torch.Tensor | None,
+        link_pairs: torch.LongTensor,
+    ) -> torch.Tensor:
+        """Section 2.5.2: mean e_t over tokens outside the labelled spans (every span token is in some pair)."""
+        unlabelled = torch.ones_like(entity_probs, dtype=torch.bool)
+        if attention_mask is not None:
+            unlabelled &= attention_mask.bool()
+        if special_tokens_mask is not None:
+            unlabelled &= ~special_tokens_mask.bool()
+        labelled = torch.zeros_like(unlabelled)
+        pair_tokens = link_pairs.flatten(1)
+        valid = pair_tokens >= 0
+        labelled.scatter_(1, pair_tokens.clamp_min(0), valid)
+        unlabelled &= ~labelled
+        counts = unlabelled.sum(-1)
+        per_document = (entity_probs * unlabelled).sum(-1) / counts.clamp_min(1)
+        has_tokens = counts > 0
+        if not has_tokens.any():
+            return entity_probs.sum() * 0.0
+        return per_document[has_tokens].mean()
+
+
+class LinkLogProbability:
+    """Log of the coreference link probability of Eq. 9 for any set of token pairs.
+
+    log P(t1, t2) = logsumexp_i [ log(o+c)_{t1,i} + sum_{t1<j<=t2} log(1 - o_{j,i}) + log c_{t2,i} ]
+
+    The product over the tokens between the pair is a difference of one cumulative sum, so a pair costs O(N)
+    whatever its distance, and only the requested pairs are gathered (no B x T x T x N tensor).
+    """
+
+    def __init__(self, overwrite_probs: torch.Tensor, coref_probs: torch.Tensor):
+        self.log_write = torch.log((overwrite_probs + coref_probs).clamp_min(LOG_EPSILON))
+        self.log_coref = torch.log(coref_probs.clamp_min(LOG_EPSILON))
+        # float64 keeps the difference of two long cumulative sums exact enough for long documents.
+        log_keep = torch.log((1 - overwrite_probs).clamp_min(LOG_EPSILON)).double()
+        self.cumulative_log_keep = torch.cumsum(log_keep, dim=1)
+
+    def __call__(self, pairs: torch.LongTensor) -> torch.Tensor:
+        """Log link probability of `pairs` `(B, P, 2)` with `pairs[..., 0] < pairs[..., 1]`; returns `(B, P)`."""
+        first, second = pairs[..., 0], pairs[..., 1]
+        kept = _gather_tokens(self.cumulative_log_keep, second) - _gather_tokens(self.cumulative_log_keep, first)
+        per_cell = _gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
+        per_cell = per_cell + _gather_tokens(self.log_coref, second)
+        return torch.logsumexp(per_cell, dim=-1)
+
+
+def span_link_probabilities(
+    link_log_probs: LinkLogProbability,
+    pronoun_spans: torch.LongTensor,
+    candidate_spans: torch.LongTensor,
+    length: int,
+) -> torch.Tensor:
+    """Section 3.5: P(candidate, pronoun) = max over token pairs of Eq. 9 (earlier token first). `(B, K)`."""
+    if pronoun_spans.dim() != 2 or pronoun_spans.shape[-1] != 2:
+        raise ValueError(f"pronoun_spans must have shape (batch, 2), got {tuple(pronoun_spans.shape)}.")
+    if candidate_spans.dim() != 3 or candidate_spans.shape[-1] != 2:
+        raise ValueError(f"candidate_spans must have shape (batch, candidates, 2), got {tuple(candidate_spans.shape)}.")
+    if candidate_spans.shape[0] != pronoun_spans.shape[0]:
+        raise ValueError("pronoun_spans and candidate_spans must have the same batch size.")
+    _check_spans(pronoun_spans, length, "pronoun_spans", allow_padding=False)
+    _check_spans(candidate_spans, length, "candidate_spans", allow_padding=True)
+
+    batch_size, num_candidates, _ = candidate_spans.shape
+    pronoun_tokens, pronoun_valid = _span_tokens(pronoun_spans.unsqueeze(1))  # (B, 1, Lp)
+    candidate_tokens, candidate_valid = _span_tokens(candidate_spans)  # (B, K, Lc)
+    pronoun_tokens = pronoun_tokens.unsqueeze(2)  # (B, 1, 1, Lp)
+    candidate_tokens = candidate_tokens.unsqueeze(3)  # (B, K, Lc, 1)
+    first = torch.minimum(pronoun_tokens, candidate_tokens)
+    second = torch.maximum(pronoun_tokens, candidate_tokens)
+    valid = pronoun_valid.unsqueeze(2) & candidate_valid.unsqueeze(3) & (first != second)
+    shape = valid.shape
+    pairs = torch.stack([first.expand(shape), torch.where(valid, second.expand(shape), first.expand(shape) + 1)], -1)
+    pairs = pairs.clamp(0, length - 1)
+    log_probs = link_log_probs(pairs.reshape(batch_size, -1, 2)).view(shape)
+    log_probs = log_probs.masked_fill(~valid, float("-inf"))
+    best = log_probs.flatten(2).max(dim=-1).values
+    return torch.where(torch.isfinite(best), best.exp(), torch.zeros_like(best))
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+def _gather_tokens(values: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
+    """values (B, T, N), positions (B, P) -> (B, P, N)."""
+    index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])
+    return torch.gather(values, 1, index)
+
+
+def _span_tokens(spans: torch.LongTensor) -> tuple[torch.LongTensor, torch.Tensor]:
+    """Token positions of spans `(B, K, 2)` padded to the longest span: positions `(B, K, L)` and validity."""
+    widths = (spans[..., 1] - spans[..., 0]).clamp_min(0)
+    longest = max(int(widths.max()), 1)
+    offsets = torch.arange(longest, device=spans.device)
+    positions = spans[..., :1] + offsets
+    valid = (offsets < widths.unsqueeze(-1)) & (spans[..., :1] >= 0)
+    return positions.clamp_min(0), valid
+
+
+def _window_starts(length: int, window: int, overlap: int) -> list[int]:
+    stride = window - overlap
+    starts = list(range(0, max(length - window, 0) + 1, stride))
+    if starts[-1] + window < length:
+        starts.append(length - window)
+    return starts
+
+
+def _best_window_per_token(
+    starts: list[int], window: int, length: int, device: torch.device
+) -> tuple[torch.LongTensor, torch.LongTensor]:
+    """For every token, the window where its smaller distance to a window edge is largest."""
+    positions = torch.arange(length, device=device)
+    window_starts = torch.tensor(starts, device=device).unsqueeze(1)
+    offsets = positions.unsqueeze(0) - window_starts  # (W, T)
+    inside = (offsets >= 0) & (offsets < window)
+    context = torch.minimum(offsets, window - 1 - offsets).masked_fill(~inside, -1)
+    best_window = context.argmax(dim=0)
+    return best_window, positions - window_starts.squeeze(1)[best_window]
+
+
+def _check_same_shape(tensor: torch.Tensor, reference: torch.Tensor, name: str, reference_name: str) -> None:
+    if tuple(tensor.shape) != tuple(reference.shape[:2]):
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but {reference_name} has {tuple(reference.shape[:2])}.")
+
+
+def _check_right_padding(attention_mask: torch.Tensor) -> None:
+    mask = attention_mask.bool()
+    if (mask[:, 1:] & ~mask[:, :-1]).any():
+        raise ValueError(
+            "attention_mask has padding before real tokens; PeTra reads documents left to right, so pad on the "
+            "right (tokenizer.padding_side = 'right')."
+        )
+
+
+def _check_spans(spans: torch.LongTensor, length: int, name: str, allow_padding: bool) -> None:
+    padding = (spans == -1).all(-1)
+    real = spans[~padding] if allow_padding else spans.reshape(-1, 2)
+    if not allow_padding and padding.any():
+        raise ValueError(f"{name} contains a padding row (-1, -1); every document needs its span.")
+    bad = (real[:, 0] < 0) | (real[:, 1] <= real[:, 0]) | (real[:, 1] > length)
+    if bad.any():
+        example = real[bad][0].tolist()
+        raise ValueError(
+            f"{name} must hold token spans [start, end) with 0 <= start < end <= {length} (the sequence length), "
+            f"got {example}."
+        )
+
+
+def _check_link_inputs(link_pairs: torch.LongTensor, link_labels: torch.LongTensor, length: int) -> None:
+    if link_pairs.dim() != 3 or link_pairs.shape[-1] != 2 or link_pairs.shape[:2] != link_labels.shape:
+        raise ValueError(
+            f"link_pairs must have shape (batch, pairs, 2) and link_labels (batch, pairs); got "
+            f"{tuple(link_pairs.shape)} and {tuple(link_labels.shape)}."
+        )
+    known = (link_labels == IGNORE_INDEX) | (link_labels == LINK_NEGATIVE)
+    known |= (link_labels == LINK_POSITIVE) | (link_labels == LINK_SELF)
+    if not known.all():
+        raise ValueError(
+            f"link_labels must be LINK_NEGATIVE (0), LINK_POSITIVE (1), LINK_SELF (2) or -100, got "
+            f"{sorted(set(link_labels[~known].tolist()))}."
+        )
+    real = link_pairs[link_labels != IGNORE_INDEX]
+    if ((real < 0) | (real >= length)).any() or (real[:, 0] == real[:, 1]).any():
+        raise ValueError(
+            f"link_pairs must hold two different token positions in [0, {length}) for every labelled pair."
+        )
+
+
+__all__ = [
+    "IGNORE_INDEX",
+    "LINK_NEGATIVE",
+    "LINK_POSITIVE",
+    "LINK_SELF",
+    "LinkLogProbability",
+    "PetraCoreferenceOutput",
+    "PetraForCoreference",
+    "PetraModel",
+    "PetraModelOutput",
+    "PetraPreTrainedModel",
+    "span_link_probabilities",
+]
