@@ -1,0 +1,5 @@
+"""Training helpers: Trainer callbacks."""
+
+from .callbacks import GumbelTemperatureCallback
+
+__all__ = ["GumbelTemperatureCallback"]

@@ -1,0 +1,35 @@
+# `make test` and `make demo` each create .venv when missing and install what they need first.
+PYTHON_BIN ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+# The CPU build of torch lies on local disk; an unpinned torch would pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install test demo benchmark clean
+
+$(PYTHON):
+	$(PYTHON_BIN) -m venv $(VENV)
+
+$(INSTALLED): setup.py | $(PYTHON)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PYTHON) -m pip install --quiet -e ".[dev,viz,examples]"
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+test: install
+	$(PYTHON) -m pytest -q tests
+
+demo: install
+	$(PYTHON) examples/demo.py
+
+benchmark: install
+	$(PYTHON) benchmarks/bench_petra_gap.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info outputs

@@ -1,0 +1,48 @@
+"""Trainer callbacks shared by the memory models."""
+
+from transformers import TrainerCallback
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+class GumbelTemperatureCallback(TrainerCallback):
+    """Anneal the Gumbel-softmax temperature of the overwrite operation: halve it every `halve_every` epochs.
+
+    PeTra (section 3.3) and the Referential Reader start at tau = 1 and halve it every 10 epochs. The temperature
+    is a runtime attribute of the model (set through its `set_gumbel_temperature`), not a config field, so a
+    saved checkpoint keeps its initial temperature and resumed training recomputes the schedule from the epoch.
+
+    Example:
+
+    ```python
+    >>> from transformers import Trainer
+    >>> trainer = Trainer(model=model, args=args, callbacks=[GumbelTemperatureCallback()])  # doctest: +SKIP
+    ```
+    """
+
+    def __init__(self, halve_every: int = 10, initial_temperature: float | None = None):
+        if halve_every < 1:
+            raise ValueError(f"halve_every must be a positive number of epochs, got {halve_every}.")
+        if initial_temperature is not None and not initial_temperature > 0:
+            raise ValueError(f"initial_temperature must be > 0, got {initial_temperature}.")
+        self.halve_every = halve_every
+        self.initial_temperature = initial_temperature
+
+    def temperature_at(self, epoch: int, initial_temperature: float) -> float:
+        """Temperature for a 0-based epoch index."""
+        return initial_temperature * 0.5 ** (epoch // self.halve_every)
+
+    def on_epoch_begin(self, args, state, control, model=None, **kwargs):
+        if model is None or not hasattr(model, "set_gumbel_temperature"):
+            raise TypeError(
+                "GumbelTemperatureCallback needs a model with `set_gumbel_temperature` (PeTra, Referential Reader)."
+            )
+        initial = self.initial_temperature
+        if initial is None:
+            initial = float(model.config.gumbel_temperature)
+        epoch = int(round(state.epoch or 0))
+        temperature = self.temperature_at(epoch, initial)
+        model.set_gumbel_temperature(temperature)
+        logger.info(f"Epoch {epoch}: Gumbel temperature {temperature:g}")
+        return control

@@ -1,0 +1,52 @@
+"""Shared fixtures: tiny models built from configs in code (nothing is downloaded) and the shared data folder."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def tiny_encoder_config(**overrides) -> BertConfig:
+    values = dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    values.update(overrides)
+    return BertConfig(**values)
+
+
+def tiny_petra_config(**overrides):
+    from hf_entity_models import PetraConfig
+
+    values = dict(
+        encoder_config=tiny_encoder_config(),
+        encoder_layers=[-2, -1],
+        hidden_size=16,
+        mlp_hidden_size=16,
+        num_memory_cells=4,
+    )
+    values.update(overrides)
+    return PetraConfig(**values)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"The shared data folder {SHARED_DATA} is missing; clone the project next to ../shared.")
+    return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

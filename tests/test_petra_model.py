@@ -1,0 +1,318 @@
+"""PeTra model: the memory against a step-by-step reference, Eq. 9, losses, long documents, bad input."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tiny_petra_config
+
+from hf_entity_models import PetraForCoreference
+from hf_entity_models.models.petra import (
+    IGNORE_INDEX,
+    LINK_NEGATIVE,
+    LINK_POSITIVE,
+    LINK_SELF,
+    LinkLogProbability,
+)
+
+
+# ------------------------------------------------------------------------------------------ slow references
+def reference_memory(model, hidden_states, entity_probs, training_noise_seed=None):
+    """Eqs. 2-8 written out cell by cell with explicit concatenations, one document at a time."""
+    petra = model.petra
+    config = model.config
+    num_cells, key_size = config.num_memory_cells, petra.key_size
+    overwrite_log, coref_log, usage_log = [], [], []
+    if training_noise_seed is not None:
+        torch.manual_seed(training_noise_seed)
+    for doc in range(hidden_states.shape[0]):
+        if petra.memory_init is not None:
+            memory = [petra.memory_init[i].clone() for i in range(num_cells)]
+        elif petra.memory_key is not None:
+            memory = [
+                torch.cat([petra.memory_key[i], torch.zeros(config.hidden_size - key_size)]) for i in range(num_cells)
+            ]
+        else:
+            memory = [torch.zeros(config.hidden_size) for _ in range(num_cells)]
+        usage = [torch.tensor(0.0) for _ in range(num_cells)]
+        doc_o, doc_c, doc_u = [], [], []
+        for t in range(hidden_states.shape[1]):
+            h = hidden_states[doc, t]
+            e = entity_probs[doc, t]
+            sims = [
+                petra.similarity_mlp(torch.cat([h, memory[i], h * memory[i], usage[i].view(1)])).squeeze()
+                for i in range(num_cells)
+            ]
+            scores = [sims[i] if usage[i] != 0 else torch.tensor(-1e4) for i in range(num_cells)]
+            probs = e * torch.softmax(torch.stack(scores + [torch.tensor(0.0)]), 0)
+            coref, new = probs[:num_cells], probs[num_cells]
+            sim_softmax = torch.softmax(torch.stack(sims), 0)
+            logits = torch.stack(
+                [torch.log(torch.clamp((1 - usage[i]) + 1e5 * (usage[i] == 0) * sim_softmax[i], min=1e-7))
+                 for i in range(num_cells)]
+            )
+            if model.training:
+                choice = F.gumbel_softmax(logits.unsqueeze(0), tau=petra.gumbel_temperature).squeeze(0)
+            else:
+                choice = F.one_hot(logits.argmax(), num_cells).float()
+            overwrite = new * choice
+            new_memory = []
+            for i in range(num_cells):
+                candidate = petra.coref_update_mlp(torch.cat([h, memory[i]]))
+                key, value = memory[i][:key_size], memory[i][key_size:]
+                value = (1 - overwrite[i] - coref[i]) * value + overwrite[i] * h[key_size:] + coref[i] * candidate
+                new_memory.append(torch.cat([key, value]))
+            memory = new_memory
+            usage = [torch.clamp(overwrite[i] + coref[i] + config.usage_decay * usage[i], max=1.0) for i in range(num_cells)]
+            doc_o.append(overwrite)
+            doc_c.append(coref)
+            doc_u.append(torch.stack(usage))
+        overwrite_log.append(torch.stack(doc_o))
+        coref_log.append(torch.stack(doc_c))
+        usage_log.append(torch.stack(doc_u))
+    return torch.stack(overwrite_log), torch.stack(coref_log), torch.stack(usage_log)
+
+
+def reference_link_probability(overwrite, coref, t1, t2):
+    """Eq. 9 with plain products (t1 < t2), the product over j = t1+1 .. t2 inclusive."""
+    total = 0.0
+    for i in range(overwrite.shape[-1]):
+        keep = 1.0
+        for j in range(t1 + 1, t2 + 1):
+            keep *= 1 - overwrite[j, i].item()
+        total += (overwrite[t1, i].item() + coref[t1, i].item()) * keep * coref[t2, i].item()
+    return total
+
+
+def random_memory_log(length=7, cells=3, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    raw = torch.rand(length, cells, 3, generator=generator)
+    split = raw / raw.sum(-1, keepdim=True)  # overwrite + coref + ignore = 1 per cell
+    return split[..., 0], split[..., 1]
+
+
+def run_memory_model(model, input_ids):
+    output = model(input_ids=input_ids)
+    hidden = model.petra.dropout(model.petra.gru(model.petra.get_encoder_features(input_ids))[0])
+    return output, hidden
+
+
+# ---------------------------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("variant", ["vanilla", "learned_init", "fixed_key"])
+def test_memory_matches_step_by_step_reference_at_evaluation(variant):
+    model = PetraForCoreference(tiny_petra_config(memory_variant=variant, key_size=4)).eval()
+    if variant != "vanilla":
+        # Non-zero learned cells so that the initial-state code paths matter.
+        with torch.no_grad():
+            for parameter in (model.petra.memory_init, model.petra.memory_key):
+                if parameter is not None:
+                    parameter.normal_()
+    input_ids = torch.randint(1000, 2000, (2, 9))
+    with torch.no_grad():
+        output, hidden = run_memory_model(model, input_ids)
+        overwrite, coref, usage = reference_memory(model, hidden, output.entity_probs)
+    torch.testing.assert_close(output.overwrite_probs, overwrite, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(output.coref_probs, coref, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(output.usage, usage, atol=1e-5, rtol=1e-4)
+    # Hard overwrites at evaluation: one cell at most receives the new entity.
+    assert ((output.overwrite_probs > 0).sum(-1) <= 1).all()
+
+
+def test_memory_matches_reference_in_training_with_the_same_gumbel_noise():
+    model = PetraForCoreference(tiny_petra_config(dropout=0.0)).train()
+    input_ids = torch.randint(1000, 2000, (1, 6))
+    with torch.no_grad():
+        hidden = model.petra.gru(model.petra.get_encoder_features(input_ids))[0]
+        entity = torch.sigmoid(model.petra.entity_mlp(hidden).squeeze(-1))
+        torch.manual_seed(123)
+        overwrite, coref, usage, _ = model.petra._run_memory(hidden, entity)
+        ref_overwrite, ref_coref, ref_usage = reference_memory(model, hidden, entity, training_noise_seed=123)
+    torch.testing.assert_close(overwrite, ref_overwrite, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(usage, ref_usage, atol=1e-5, rtol=1e-4)
+    # Soft overwrites in training: several cells share the new entity.
+    assert ((overwrite > 1e-4).sum(-1) > 1).any()
+
+
+def test_first_entity_goes_to_a_new_cell_and_never_corefers_with_an_unused_cell():
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    with torch.no_grad():
+        output = model(input_ids=torch.randint(1000, 2000, (1, 5)))
+    # Before any write every cell is unused: coref is (numerically) impossible, the new-entity mass is e_1.
+    assert output.coref_probs[0, 0].max() < 1e-6
+    torch.testing.assert_close(output.overwrite_probs[0, 0].sum(), output.entity_probs[0, 0])
+
+
+def test_link_probability_hand_computed():
+    # One cell. Token 0 is written with certainty, token 1 neither overwrites nor corefers, token 2 corefers with
+    # probability 0.5 and overwrites with 0.2. The product includes t2: 1 * (1 - 0) * (1 - 0.2) * 0.5 = 0.4.
+    overwrite = torch.tensor([[[1.0], [0.0], [0.2]]])
+    coref = torch.tensor([[[0.0], [0.0], [0.5]]])
+    link = LinkLogProbability(overwrite, coref)
+    value = link(torch.tensor([[[0, 2]]])).exp().item()
+    assert value == pytest.approx(0.4, abs=1e-6)
+
+
+def test_link_probability_matches_slow_reference_for_all_pairs():
+    overwrite, coref = random_memory_log(length=8, cells=3)
+    pairs = torch.tensor([[t1, t2] for t1 in range(8) for t2 in range(t1 + 1, 8)])
+    link = LinkLogProbability(overwrite.unsqueeze(0), coref.unsqueeze(0))
+    fast = link(pairs.unsqueeze(0)).exp().squeeze(0)
+    slow = torch.tensor([reference_link_probability(overwrite, coref, int(a), int(b)) for a, b in pairs])
+    torch.testing.assert_close(fast, slow.to(fast.dtype), atol=1e-6, rtol=1e-4)
+
+
+def test_link_probability_of_distant_pairs_in_long_documents_stays_accurate():
+    overwrite, coref = random_memory_log(length=3000, cells=2, seed=3)
+    overwrite = overwrite * 0.01  # rare overwrites so that distant links keep a measurable probability
+    link = LinkLogProbability(overwrite.unsqueeze(0), coref.unsqueeze(0))
+    fast = link(torch.tensor([[[10, 2900]]])).item()
+    slow = math.log(reference_link_probability(overwrite.double(), coref.double(), 10, 2900))
+    assert fast == pytest.approx(slow, abs=1e-3)
+
+
+def test_candidate_scores_are_the_max_over_token_pairs_in_either_order():
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    input_ids = torch.randint(1000, 2000, (1, 12))
+    pronoun = torch.tensor([[5, 6]])
+    candidates = torch.tensor([[[1, 3], [8, 11]]])  # one name before the pronoun, one after it
+    with torch.no_grad():
+        output = model(input_ids=input_ids, pronoun_spans=pronoun, candidate_spans=candidates)
+    o, c = output.overwrite_probs[0], output.coref_probs[0]
+    expected_before = max(reference_link_probability(o, c, a, 5) for a in (1, 2))
+    expected_after = max(reference_link_probability(o, c, 5, b) for b in (8, 9, 10))
+    torch.testing.assert_close(
+        output.candidate_scores[0], torch.tensor([expected_before, expected_after]), atol=1e-6, rtol=1e-4
+    )
+
+
+def test_coref_loss_is_weighted_cross_entropy_normalised_by_total_weight():
+    model = PetraForCoreference(tiny_petra_config(entity_loss_weight=0.0)).eval()
+    input_ids = torch.randint(1000, 2000, (1, 10))
+    pairs = torch.tensor([[[1, 2], [2, 6], [1, 6], [4, 6], [-1, -1]]])
+    labels = torch.tensor([[LINK_SELF, LINK_POSITIVE, LINK_POSITIVE, LINK_NEGATIVE, IGNORE_INDEX]])
+    with torch.no_grad():
+        output = model(input_ids=input_ids, link_pairs=pairs, link_labels=labels)
+    o, c = output.overwrite_probs[0], output.coref_probs[0]
+    p = {pair: reference_link_probability(o, c, *pair) for pair in [(1, 2), (2, 6), (1, 6), (4, 6)]}
+    expected = (
+        1 * -math.log(p[(1, 2)]) + 5 * -math.log(p[(2, 6)]) + 5 * -math.log(p[(1, 6)]) + 50 * -math.log(1 - p[(4, 6)])
+    ) / (1 + 5 + 5 + 50)
+    assert output.loss.item() == pytest.approx(expected, rel=1e-4)
+    assert output.coref_loss.item() == pytest.approx(expected, rel=1e-4)
+
+
+def test_entity_loss_averages_unlabelled_non_special_tokens():
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    input_ids = torch.randint(1000, 2000, (2, 8))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 6:] = 0
+    special = torch.zeros_like(input_ids)
+    special[:, 0] = 1
+    special[0, 7] = 1
+    special[1, 5] = 1
+    pairs = torch.tensor([[[2, 4]], [[1, 3]]])
+    labels = torch.tensor([[LINK_NEGATIVE], [LINK_POSITIVE]])
+    with torch.no_grad():
+        output = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            special_tokens_mask=special,
+            link_pairs=pairs,
+            link_labels=labels,
+        )
+    e = output.entity_probs
+    # Document 0 keeps tokens 1, 3, 5, 6; document 1 keeps tokens 2 and 4.
+    expected = (e[0, [1, 3, 5, 6]].mean() + e[1, [2, 4]].mean()) / 2
+    assert output.entity_loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    # Special tokens and padding can never be entity mentions.
+    assert e[0, 0] == 0 and e[0, 7] == 0 and e[1, 5] == 0 and (e[1, 6:] == 0).all()
+
+
+def test_batched_documents_match_documents_read_alone():
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    long_doc = torch.randint(1000, 2000, (1, 11))
+    short_doc = torch.randint(1000, 2000, (1, 6))
+    batch = torch.zeros(2, 11, dtype=torch.long)
+    batch[0] = long_doc[0]
+    batch[1, :6] = short_doc[0]
+    mask = (torch.arange(11) < torch.tensor([[11], [6]])).long()
+    with torch.no_grad():
+        together = model(input_ids=batch, attention_mask=mask)
+        alone = model(input_ids=short_doc)
+    torch.testing.assert_close(together.overwrite_probs[1, :6], alone.overwrite_probs[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(together.coref_probs[1, :6], alone.coref_probs[0], atol=1e-5, rtol=1e-4)
+
+
+def test_long_documents_are_encoded_in_overlapping_windows_without_truncation():
+    config = tiny_petra_config(encoder_window_size=16, encoder_window_overlap=4)
+    model = PetraForCoreference(config).eval()
+    input_ids = torch.randint(1000, 2000, (1, 40))
+    with torch.no_grad():
+        features = model.get_encoder_features(input_ids)
+        # Windows start at 0, 12, 24 (stride 12). Token 14 has 1 token of right context in the window at 0 but
+        # 2 on its left in the window at 12, so it takes the window at 12; token 13 keeps the window at 0.
+        window_at_12 = model.petra._encode_window(input_ids[:, 12:28], torch.ones(1, 16, dtype=torch.long))
+        window_at_0 = model.petra._encode_window(input_ids[:, 0:16], torch.ones(1, 16, dtype=torch.long))
+        output = model(input_ids=input_ids)
+    assert features.shape == (1, 40, config.encoder_feature_size)
+    torch.testing.assert_close(features[0, 14], window_at_12[0, 2])
+    torch.testing.assert_close(features[0, 13], window_at_0[0, 13])
+    torch.testing.assert_close(features[0, 3], window_at_0[0, 3])
+    assert output.overwrite_probs.shape[1] == 40  # the memory reads every token
+
+
+def test_frozen_encoder_gets_no_gradient_and_the_head_does():
+    model = PetraForCoreference(tiny_petra_config()).train()
+    pairs = torch.tensor([[[1, 3], [2, 3]]])
+    labels = torch.tensor([[LINK_POSITIVE, LINK_NEGATIVE]])
+    model(input_ids=torch.randint(1000, 2000, (1, 6)), link_pairs=pairs, link_labels=labels).loss.backward()
+    assert all(p.grad is None for p in model.petra.encoder.parameters())
+    assert all(not p.requires_grad for p in model.petra.encoder.parameters())
+    for name in ["gru.weight_ih_l0", "similarity_mlp.input_layer.weight", "coref_update_mlp.output_layer.weight"]:
+        grad = model.petra.get_parameter(name).grad
+        assert grad is not None and grad.abs().sum() > 0, name
+    assert not model.petra.encoder.training  # a frozen encoder runs without dropout
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(), "exactly one of"),
+        (dict(input_ids=torch.tensor([[1, 2, 3]]), encoder_features=torch.zeros(1, 3, 64)), "exactly one of"),
+        (dict(input_ids=torch.tensor([[1, 2, 40000]])), "vocabulary"),
+        (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), "no tokens"),
+        (dict(encoder_features=torch.zeros(1, 3, 7)), "encoder_features must have shape"),
+        (dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[0, 1, 1]])), "pad on the right"),
+        (dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[1, 1]])), "shape"),
+        (
+            dict(input_ids=torch.tensor([[1, 2, 3]]), pronoun_spans=torch.tensor([[1, 2]]),
+                 candidate_spans=torch.tensor([[[2, 5]]])),
+            "0 <= start < end <= 3",
+        ),
+        (
+            dict(input_ids=torch.tensor([[1, 2, 3]]), pronoun_spans=torch.tensor([[1, 2]])),
+            "together",
+        ),
+        (
+            dict(input_ids=torch.tensor([[1, 2, 3]]), link_pairs=torch.tensor([[[1, 1]]]),
+                 link_labels=torch.tensor([[LINK_POSITIVE]])),
+            "two different token positions",
+        ),
+        (
+            dict(input_ids=torch.tensor([[1, 2, 3]]), link_pairs=torch.tensor([[[0, 1]]]),
+                 link_labels=torch.tensor([[7]])),
+            "LINK_NEGATIVE",
+        ),
+    ],
+)
+def test_bad_input_raises_a_clear_error(kwargs, message):
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**kwargs)
+
+
+def test_unknown_forward_argument_is_refused():
+    model = PetraForCoreference(tiny_petra_config())
+    with pytest.raises(TypeError, match="labels"):
+        model(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([1]))
