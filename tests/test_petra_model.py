@@ -316,3 +316,31 @@ def test_unknown_forward_argument_is_refused():
     model = PetraForCoreference(tiny_petra_config())
     with pytest.raises(TypeError, match="labels"):
         model(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([1]))
+
+
+def test_long_document_features_do_not_depend_on_the_rest_of_the_batch():
+    model = PetraForCoreference(tiny_petra_config(encoder_window_size=16, encoder_window_overlap=4)).eval()
+    long_doc = torch.randint(1000, 2000, (1, 30))
+    batch = torch.zeros(3, 45, dtype=torch.long)
+    batch[0, :30] = long_doc[0]
+    batch[1, :45] = torch.randint(1000, 2000, (45,))
+    batch[2, :10] = torch.randint(1000, 2000, (10,))
+    mask = (torch.arange(45) < torch.tensor([[30], [45], [10]])).long()
+    with torch.no_grad():
+        together = model.get_encoder_features(batch, mask)
+        alone = model.get_encoder_features(long_doc)
+        short_alone = model.get_encoder_features(batch[2:, :10])
+    torch.testing.assert_close(together[0, :30], alone[0])
+    torch.testing.assert_close(together[2, :10], short_alone[0])
+    assert (together[0, 30:] == 0).all() and (together[2, 10:] == 0).all()
+
+
+def test_entity_loss_keeps_a_labelled_token_at_position_zero_despite_padding_pairs():
+    model = PetraForCoreference(tiny_petra_config()).eval()
+    input_ids = torch.randint(1000, 2000, (1, 4))
+    pairs = torch.tensor([[[0, 1], [-1, -1], [-1, -1]]])
+    labels = torch.tensor([[LINK_SELF, IGNORE_INDEX, IGNORE_INDEX]])
+    with torch.no_grad():
+        output = model(input_ids=input_ids, link_pairs=pairs, link_labels=labels)
+    # Tokens 0 and 1 are labelled; the loss averages tokens 2 and 3 only.
+    assert output.entity_loss.item() == pytest.approx(output.entity_probs[0, 2:].mean().item(), rel=1e-6)

@@ -81,6 +81,8 @@ class PetraConfig(PreTrainedConfig):
     """
 
     model_type = "petra"
+    # Scalars and the final memory are not per-example predictions: Trainer's evaluation loop leaves them out.
+    keys_to_ignore_at_inference = ["memory", "coref_loss", "entity_loss"]
     sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert")}
 
     encoder_config: dict | PreTrainedConfig | None = None

@@ -209,17 +209,19 @@ class PetraModel(PetraPreTrainedModel):
     ) -> torch.FloatTensor:
         """Concatenate the configured encoder layers for every token: `(B, T, encoder_feature_size)`.
 
-        Documents longer than the encoder's window are encoded in overlapping windows; each token takes the
-        features of the window where it has the most context on both sides. Padding positions get zeros.
+        A document longer than the encoder's window is encoded on its own in overlapping windows placed over its
+        real length (so its features never depend on the rest of the batch); each token takes the features of
+        the window where it has the most context on both sides. Padding positions get zeros.
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        window = self.config.max_encoder_window
+        lengths = attention_mask.sum(-1).tolist()
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
-            window = self.config.max_encoder_window
             if input_ids.shape[1] <= window:
                 features = self._encode_window(input_ids, attention_mask)
             else:
-                features = self._encode_in_windows(input_ids, attention_mask, window)
+                features = self._encode_long_batch(input_ids, attention_mask, lengths, window)
         return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
 
     def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
@@ -227,23 +229,33 @@ class PetraModel(PetraPreTrainedModel):
         hidden_states = outputs.hidden_states
         return torch.cat([hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
 
-    def _encode_in_windows(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, window: int
+    def _encode_long_batch(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, lengths: list[int], window: int
     ) -> torch.FloatTensor:
-        batch_size, length = input_ids.shape
-        starts = _window_starts(length, window, self.config.effective_window_overlap)
-        windows_ids = torch.stack([input_ids[:, start : start + window] for start in starts], dim=1)
-        windows_mask = torch.stack([attention_mask[:, start : start + window] for start in starts], dim=1)
-        # Windows made only of padding would give an attention row with nothing to attend to; unmask their first
-        # token (its features are discarded below) to keep every window well defined.
-        windows_mask = windows_mask.clone()
-        empty = windows_mask.sum(-1) == 0
-        windows_mask[..., 0] = torch.where(empty, torch.ones_like(windows_mask[..., 0]), windows_mask[..., 0])
-        features = self._encode_window(windows_ids.flatten(0, 1), windows_mask.flatten(0, 1))
-        features = features.view(batch_size, len(starts), window, -1)
+        batch_size, padded_length = input_ids.shape
+        features = None
+        short = [row for row, length in enumerate(lengths) if length <= window]
+        if short:
+            # Right padding: a short document lies entirely in the first `window` positions.
+            short_features = self._encode_window(input_ids[short, :window], attention_mask[short, :window])
+            features = short_features.new_zeros(batch_size, padded_length, short_features.shape[-1])
+            features[short, :window] = short_features
+        for row, length in enumerate(lengths):
+            if length > window:
+                document = self._encode_in_windows(input_ids[row : row + 1, :length], window)
+                if features is None:
+                    features = document.new_zeros(batch_size, padded_length, document.shape[-1])
+                features[row, :length] = document[0]
+        return features
 
+    def _encode_in_windows(self, input_ids: torch.LongTensor, window: int) -> torch.FloatTensor:
+        """Encode one unpadded document `(1, T)` with `T > window` in overlapping windows."""
+        length = input_ids.shape[1]
+        starts = _window_starts(length, window, self.config.effective_window_overlap)
+        windows_ids = torch.cat([input_ids[:, start : start + window] for start in starts], dim=0)
+        features = self._encode_window(windows_ids, torch.ones_like(windows_ids))
         best_window, offset_in_window = _best_window_per_token(starts, window, length, input_ids.device)
-        return features[:, best_window, offset_in_window]
+        return features[best_window, offset_in_window].unsqueeze(0)
 
     # ------------------------------------------------------------------------------------------------ memory
     def forward(
@@ -576,11 +588,11 @@ class PetraForCoreference(PetraPreTrainedModel):
             unlabelled &= attention_mask.bool()
         if special_tokens_mask is not None:
             unlabelled &= ~special_tokens_mask.bool()
-        labelled = torch.zeros_like(unlabelled)
         pair_tokens = link_pairs.flatten(1)
-        valid = pair_tokens >= 0
-        labelled.scatter_(1, pair_tokens.clamp_min(0), valid)
-        unlabelled &= ~labelled
+        # scatter_add (not scatter) so that padding rows, sent to token 0, cannot erase a real label at token 0.
+        labelled = torch.zeros_like(entity_probs, dtype=torch.long)
+        labelled.scatter_add_(1, pair_tokens.clamp_min(0), (pair_tokens >= 0).long())
+        unlabelled &= labelled == 0
         counts = unlabelled.sum(-1)
         per_document = (entity_probs * unlabelled).sum(-1) / counts.clamp_min(1)
         has_tokens = counts > 0

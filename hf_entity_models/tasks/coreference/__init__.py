@@ -1,0 +1,59 @@
+"""Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring."""
+
+from .collator import CoreferenceCollator
+from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
+from .gap import (
+    GAP_COLUMNS,
+    GapExampleBuilder,
+    build_link_pairs,
+    char_span_to_token_span,
+    gap_gold,
+    load_gap,
+    prepare_gap_dataset,
+)
+from .metrics import (
+    BinaryCounts,
+    CountingResult,
+    GapGold,
+    GapScores,
+    ThresholdSweep,
+    count_unique_people,
+    pronoun_gender,
+    read_gap_gold,
+    score_gap,
+    score_gap_probabilities,
+    select_counting_threshold,
+    sweep_threshold,
+)
+from .training import GapMetrics, build_gap_trainer, gap_training_arguments, keep_candidate_scores, tune_threshold
+
+__all__ = [
+    "GAP_COLUMNS",
+    "BinaryCounts",
+    "CachedFeatureDataset",
+    "CoreferenceCollator",
+    "CountingResult",
+    "GapExampleBuilder",
+    "GapGold",
+    "GapMetrics",
+    "GapScores",
+    "ThresholdSweep",
+    "build_gap_trainer",
+    "build_link_pairs",
+    "cache_encoder_features",
+    "char_span_to_token_span",
+    "count_unique_people",
+    "encoder_features_fingerprint",
+    "gap_gold",
+    "gap_training_arguments",
+    "keep_candidate_scores",
+    "load_gap",
+    "prepare_gap_dataset",
+    "pronoun_gender",
+    "read_gap_gold",
+    "score_gap",
+    "score_gap_probabilities",
+    "select_counting_threshold",
+    "sweep_threshold",
+    "tune_threshold",
+]
