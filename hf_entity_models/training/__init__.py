@@ -1,5 +1,5 @@
 """Training helpers: Trainer callbacks."""
 
-from .callbacks import GumbelTemperatureCallback
+from .callbacks import EpochTimerCallback, GumbelTemperatureCallback
 
-__all__ = ["GumbelTemperatureCallback"]
+__all__ = ["EpochTimerCallback", "GumbelTemperatureCallback"]

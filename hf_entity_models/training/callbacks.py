@@ -1,5 +1,7 @@
 """Trainer callbacks shared by the memory models."""
 
+import time
+
 from transformers import TrainerCallback
 from transformers.utils import logging
 
@@ -45,4 +47,23 @@ class GumbelTemperatureCallback(TrainerCallback):
         temperature = self.temperature_at(epoch, initial)
         model.set_gumbel_temperature(temperature)
         logger.info(f"Epoch {epoch}: Gumbel temperature {temperature:g}")
+        return control
+
+
+class EpochTimerCallback(TrainerCallback):
+    """Record the wall-clock seconds of every training epoch (evaluation excluded) in `epoch_seconds`."""
+
+    def __init__(self):
+        self.epoch_seconds: list[float] = []
+        self._started: float | None = None
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self._started = time.perf_counter()
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        # on_epoch_end runs before the epoch's evaluation, so evaluation time is not counted.
+        if self._started is not None:
+            self.epoch_seconds.append(time.perf_counter() - self._started)
+            self._started = None
         return control

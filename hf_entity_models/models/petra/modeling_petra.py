@@ -353,7 +353,7 @@ class PetraModel(PetraPreTrainedModel):
         self, hidden_states: torch.Tensor, entity_probs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Read the tokens left to right, updating every cell at once (Eqs. 2-8)."""
-        batch_size, length, hidden = hidden_states.shape
+        batch_size, _, hidden = hidden_states.shape
         memory, usage = self._initial_memory(batch_size, hidden_states)
 
         # The first layers of MLP2 and MLP3 are linear in [h; m; h*m; u] and [h; m]: project the token part of all
@@ -369,22 +369,27 @@ class PetraModel(PetraPreTrainedModel):
         usage_weight = sim_weight[:, 3 * hidden]
         mlp_size = sim_weight.shape[0]
 
+        # unbind once instead of indexing a step at a time: the backward of per-step indexing would allocate and
+        # zero-fill a full (B, T, .) gradient for every token.
+        steps = zip(
+            hidden_states.unsqueeze(2).unbind(1),
+            token_projection_sim.unsqueeze(2).unbind(1),
+            token_projection_update.unsqueeze(2).unbind(1),
+            entity_probs.unbind(1),
+        )
         overwrites, corefs, usages = [], [], []
-        for step in range(length):
-            token = hidden_states[:, step].unsqueeze(1)  # (B, 1, H)
+        for token, token_sim, token_update, entity_prob in steps:  # token: (B, 1, H)
             memory_projection = F.linear(memory, memory_weight)
             similarity = self.similarity_mlp.from_input_projection(
-                token_projection_sim[:, step].unsqueeze(1)
+                token_sim
                 + memory_projection[..., :mlp_size]
                 + F.linear(token * memory, product_weight)
                 + usage.unsqueeze(-1) * usage_weight
             ).squeeze(-1)  # Eq. 2, (B, N)
             unused = usage == 0
-            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_probs[:, step])
+            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob)
             overwrite = new_entity * self._overwrite_choice(similarity, usage, unused)
-            update = self.coref_update_mlp.from_input_projection(
-                token_projection_update[:, step].unsqueeze(1) + memory_projection[..., mlp_size:]
-            )
+            update = self.coref_update_mlp.from_input_projection(token_update + memory_projection[..., mlp_size:])
             memory = self._update_memory(memory, token, update, overwrite, coref)
             usage = torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0)  # Eq. 8
             overwrites.append(overwrite)

@@ -25,7 +25,15 @@ from .metrics import (
     select_counting_threshold,
     sweep_threshold,
 )
-from .training import GapMetrics, build_gap_trainer, gap_training_arguments, keep_candidate_scores, tune_threshold
+from .training import (
+    GapMetrics,
+    GapTrainingResult,
+    build_gap_trainer,
+    gap_training_arguments,
+    keep_candidate_scores,
+    train_on_gap,
+    tune_threshold,
+)
 
 __all__ = [
     "GAP_COLUMNS",
@@ -37,6 +45,7 @@ __all__ = [
     "GapGold",
     "GapMetrics",
     "GapScores",
+    "GapTrainingResult",
     "ThresholdSweep",
     "build_gap_trainer",
     "build_link_pairs",
@@ -55,5 +64,6 @@ __all__ = [
     "score_gap_probabilities",
     "select_counting_threshold",
     "sweep_threshold",
+    "train_on_gap",
     "tune_threshold",
 ]
