@@ -126,7 +126,7 @@ def test_memory_matches_reference_in_training_with_the_same_gumbel_noise():
         hidden = model.petra.gru(model.petra.get_encoder_features(input_ids))[0]
         entity = torch.sigmoid(model.petra.entity_mlp(hidden).squeeze(-1))
         torch.manual_seed(123)
-        overwrite, coref, usage, _ = model.petra._run_memory(hidden, entity)
+        overwrite, coref, usage, _ = model.petra._run_memory(hidden, entity, torch.tensor([6]))
         ref_overwrite, ref_coref, ref_usage = reference_memory(model, hidden, entity, training_noise_seed=123)
     torch.testing.assert_close(overwrite, ref_overwrite, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(usage, ref_usage, atol=1e-5, rtol=1e-4)
@@ -344,3 +344,20 @@ def test_entity_loss_keeps_a_labelled_token_at_position_zero_despite_padding_pai
         output = model(input_ids=input_ids, link_pairs=pairs, link_labels=labels)
     # Tokens 0 and 1 are labelled; the loss averages tokens 2 and 3 only.
     assert output.entity_loss.item() == pytest.approx(output.entity_probs[0, 2:].mean().item(), rel=1e-6)
+
+
+def test_padding_positions_are_skipped_and_hold_zeros_in_training_too():
+    model = PetraForCoreference(tiny_petra_config(dropout=0.0)).train()
+    input_ids = torch.randint(1000, 2000, (3, 8))
+    mask = (torch.arange(8) < torch.tensor([[5], [8], [3]])).long()
+    pairs = torch.tensor([[[1, 3]], [[2, 6]], [[0, 2]]])
+    labels = torch.tensor([[LINK_POSITIVE], [LINK_NEGATIVE], [LINK_POSITIVE]])
+    output = model(input_ids=input_ids, attention_mask=mask, link_pairs=pairs, link_labels=labels)
+    output.loss.backward()
+    padding = mask == 0
+    for log in (output.overwrite_probs, output.coref_probs, output.usage):
+        assert (log[padding] == 0).all()
+    # Real tokens all write somewhere (nothing can corefer at the first token, when every cell is unused).
+    assert (output.overwrite_probs[~padding].sum(-1) > 0).all()
+    assert (output.coref_probs[:, 1:][~padding[:, 1:]].sum(-1) > 0).all()
+    assert model.petra.similarity_mlp.input_layer.weight.grad.abs().sum() > 0

@@ -78,3 +78,13 @@ def test_evaluation_reports_gap_metrics_and_tunes_the_threshold(tmp_path, shared
     sweep = tune_threshold(trainer, features, gold)
     assert model.config.coref_threshold == sweep.best_threshold == metrics["eval_threshold"]
     assert sweep.best_f1 == pytest.approx(metrics["eval_f1"])
+
+
+def test_evaluation_refuses_predictions_reordered_by_length_grouping(tmp_path, shared_data, tokenizer):
+    validation = prepare_gap_dataset(shared_data / "gap" / "gap-validation.tsv", tokenizer).select(range(24))
+    model = PetraForCoreference(tiny_petra_config())
+    features = cache_encoder_features(model, validation, show_progress=False)
+    arguments = quick_arguments(tmp_path, train_sampling_strategy="group_by_length", per_device_eval_batch_size=4)
+    trainer = build_gap_trainer(model, arguments, None, features, gap_gold(validation))
+    with pytest.raises(ValueError, match="not in dataset order"):
+        trainer.evaluate()

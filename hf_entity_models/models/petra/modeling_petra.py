@@ -290,7 +290,8 @@ class PetraModel(PetraPreTrainedModel):
         hidden_states = self.dropout(self.gru(features)[0])
         entity_logits = self.entity_mlp(hidden_states).squeeze(-1)
         entity_probs = torch.where(token_mask, torch.sigmoid(entity_logits), torch.zeros_like(entity_logits))
-        overwrite_probs, coref_probs, usage, memory = self._run_memory(hidden_states, entity_probs)
+        lengths = attention_mask.sum(-1)
+        overwrite_probs, coref_probs, usage, memory = self._run_memory(hidden_states, entity_probs, lengths)
         return PetraModelOutput(
             last_hidden_state=hidden_states,
             entity_probs=entity_probs,
@@ -350,10 +351,18 @@ class PetraModel(PetraPreTrainedModel):
         return memory, usage
 
     def _run_memory(
-        self, hidden_states: torch.Tensor, entity_probs: torch.Tensor
+        self, hidden_states: torch.Tensor, entity_probs: torch.Tensor, lengths: torch.LongTensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Read the tokens left to right, updating every cell at once (Eqs. 2-8)."""
-        batch_size, _, hidden = hidden_states.shape
+        """Read the tokens left to right, updating every cell of every document at once (Eqs. 2-8).
+
+        Documents are read longest first and each one leaves the batch after its last token, so the work follows
+        the number of real tokens rather than batch size x longest document. Padding positions of the returned
+        logs are zeros.
+        """
+        batch_size, padded_length, hidden = hidden_states.shape
+        order = torch.argsort(lengths, descending=True, stable=True)
+        active_per_step = _active_documents_per_step(lengths[order].tolist())
+        hidden_states, entity_probs = hidden_states[order], entity_probs[order]
         memory, usage = self._initial_memory(batch_size, hidden_states)
 
         # The first layers of MLP2 and MLP3 are linear in [h; m; h*m; u] and [h; m]: project the token part of all
@@ -372,13 +381,18 @@ class PetraModel(PetraPreTrainedModel):
         # unbind once instead of indexing a step at a time: the backward of per-step indexing would allocate and
         # zero-fill a full (B, T, .) gradient for every token.
         steps = zip(
+            active_per_step,
             hidden_states.unsqueeze(2).unbind(1),
             token_projection_sim.unsqueeze(2).unbind(1),
             token_projection_update.unsqueeze(2).unbind(1),
             entity_probs.unbind(1),
         )
-        overwrites, corefs, usages = [], [], []
-        for token, token_sim, token_update, entity_prob in steps:  # token: (B, 1, H)
+        finished_memories, overwrites, corefs, usages = [], [], [], []
+        for active, token, token_sim, token_update, entity_prob in steps:  # token: (B, 1, H)
+            if active < memory.shape[0]:
+                finished_memories.append(memory[active:])
+                memory, usage = memory[:active], usage[:active]
+            token, token_sim, token_update = token[:active], token_sim[:active], token_update[:active]
             memory_projection = F.linear(memory, memory_weight)
             similarity = self.similarity_mlp.from_input_projection(
                 token_sim
@@ -387,7 +401,7 @@ class PetraModel(PetraPreTrainedModel):
                 + usage.unsqueeze(-1) * usage_weight
             ).squeeze(-1)  # Eq. 2, (B, N)
             unused = usage == 0
-            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob)
+            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob[:active])
             overwrite = new_entity * self._overwrite_choice(similarity, usage, unused)
             update = self.coref_update_mlp.from_input_projection(token_update + memory_projection[..., mlp_size:])
             memory = self._update_memory(memory, token, update, overwrite, coref)
@@ -395,7 +409,15 @@ class PetraModel(PetraPreTrainedModel):
             overwrites.append(overwrite)
             corefs.append(coref)
             usages.append(usage)
-        return torch.stack(overwrites, 1), torch.stack(corefs, 1), torch.stack(usages, 1), memory
+        # Documents left the batch shortest last, so the final memories in sorted order are the reverse.
+        final_memory = torch.cat([memory, *reversed(finished_memories)], dim=0)
+
+        unsort = torch.argsort(order)
+        positions = _packed_positions(active_per_step, padded_length, hidden_states.device)
+        logs = [
+            _unpack_steps(log, positions, batch_size, padded_length)[unsort] for log in (overwrites, corefs, usages)
+        ]
+        return logs[0], logs[1], logs[2], final_memory[unsort]
 
     @staticmethod
     def _coref_and_new_entity(
@@ -700,6 +722,37 @@ def _best_window_per_token(
     context = torch.minimum(offsets, window - 1 - offsets).masked_fill(~inside, -1)
     best_window = context.argmax(dim=0)
     return best_window, positions - window_starts.squeeze(1)[best_window]
+
+
+def _active_documents_per_step(sorted_lengths: list[int]) -> list[int]:
+    """Number of documents still being read at every step, for lengths sorted longest first."""
+    longest = sorted_lengths[0] if sorted_lengths else 0
+    active, per_step = len(sorted_lengths), []
+    for step in range(longest):
+        while active and sorted_lengths[active - 1] <= step:
+            active -= 1
+        per_step.append(active)
+    return per_step
+
+
+def _packed_positions(active_per_step: list[int], padded_length: int, device: torch.device) -> torch.LongTensor:
+    """Flat (document * padded_length + step) position of every row produced by the shrinking-batch loop."""
+    if not active_per_step:
+        return torch.zeros(0, dtype=torch.long, device=device)
+    return torch.cat(
+        [torch.arange(active, device=device) * padded_length + step for step, active in enumerate(active_per_step)]
+    )
+
+
+def _unpack_steps(
+    steps: list[torch.Tensor], positions: torch.LongTensor, batch_size: int, padded_length: int
+) -> torch.Tensor:
+    """Place per-step rows `(active_t, N)` into a zero-padded `(B, T, N)` tensor (differentiable)."""
+    if not steps:
+        raise ValueError("Every document in the batch is empty (attention_mask is all zeros).")
+    values = torch.cat(steps, dim=0)
+    flat = values.new_zeros(batch_size * padded_length, values.shape[-1]).index_copy(0, positions, values)
+    return flat.view(batch_size, padded_length, -1)
 
 
 def _check_same_shape(tensor: torch.Tensor, reference: torch.Tensor, name: str, reference_name: str) -> None:

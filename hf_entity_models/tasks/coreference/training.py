@@ -13,6 +13,7 @@ import numpy as np
 from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainingArguments
 from transformers.utils import logging
 
+from ...models.petra import IGNORE_INDEX
 from ...training import EpochTimerCallback, GumbelTemperatureCallback
 from .collator import CoreferenceCollator
 from .features import cache_encoder_features
@@ -53,10 +54,13 @@ class GapMetrics:
     ```
     """
 
-    def __init__(self, gold: Sequence[GapGold]):
+    def __init__(self, gold: Sequence[GapGold], link_pair_counts: Sequence[int] | None = None):
         if not gold:
             raise ValueError("GapMetrics needs the gold rows of the evaluation set, in dataset order; got none.")
+        if link_pair_counts is not None and len(link_pair_counts) != len(gold):
+            raise ValueError(f"Got {len(link_pair_counts)} link-pair counts for {len(gold)} gold rows.")
         self.gold = list(gold)
+        self.link_pair_counts = None if link_pair_counts is None else np.asarray(link_pair_counts)
 
     def sweep(self, candidate_scores) -> ThresholdSweep:
         """Threshold sweep over the scores `(num_examples, 2)` of candidates A and B, in gold order."""
@@ -70,11 +74,29 @@ class GapMetrics:
         return sweep_threshold(self.gold, probabilities)
 
     def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
-        predictions = prediction.predictions
-        sweep = self.sweep(keep_candidate_scores(predictions, None))
+        self.check_order(prediction.label_ids)
+        sweep = self.sweep(keep_candidate_scores(prediction.predictions, None))
         metrics = sweep.best_scores.as_dict()
         metrics["threshold"] = sweep.best_threshold
         return metrics
+
+
+    def check_order(self, label_ids) -> None:
+        """Predictions are matched to gold rows by position: make sure the evaluation kept the dataset order.
+
+        The number of labelled pairs per row (the `link_labels` that Trainer hands back as `label_ids`) is a
+        cheap fingerprint of the order.
+        """
+        if self.link_pair_counts is None or label_ids is None:
+            return
+        link_labels = label_ids[0] if isinstance(label_ids, (tuple, list)) else label_ids
+        counts = (np.asarray(link_labels) != IGNORE_INDEX).sum(-1)
+        if counts.shape != self.link_pair_counts.shape or not np.array_equal(counts, self.link_pair_counts):
+            raise ValueError(
+                "The evaluation predictions are not in dataset order, so they cannot be matched to the GAP gold "
+                "rows. transformers reorders evaluation data when train_sampling_strategy='group_by_length'; use "
+                "the default 'random' strategy."
+            )
 
 
 def gap_training_arguments(output_dir: str, **overrides) -> TrainingArguments:
@@ -95,7 +117,9 @@ def gap_training_arguments(output_dir: str, **overrides) -> TrainingArguments:
         load_best_model_at_end=True,
         metric_for_best_model="f1",
         greater_is_better=True,
-        train_sampling_strategy="group_by_length",
+        # Random batches: the memory skips padding, so grouping by length buys little, and transformers 5.x
+        # reorders evaluation data too when it groups by length.
+        train_sampling_strategy="random",
         logging_strategy="epoch",
         report_to="none",
         dataloader_num_workers=0,
@@ -134,16 +158,25 @@ def build_gap_trainer(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         data_collator=CoreferenceCollator(pad_token_id=pad_token_id),
-        compute_metrics=GapMetrics(eval_gold) if eval_dataset is not None else None,
+        compute_metrics=GapMetrics(eval_gold, _link_pair_counts(eval_dataset)) if eval_dataset is not None else None,
         preprocess_logits_for_metrics=keep_candidate_scores,
         callbacks=callbacks,
     )
 
 
+def _link_pair_counts(dataset) -> list[int] | None:
+    rows = getattr(dataset, "dataset", dataset)  # a CachedFeatureDataset keeps its rows in `.dataset`
+    if "link_labels" not in getattr(rows, "column_names", ()):
+        return None
+    return [len(labels) for labels in rows["link_labels"]]
+
+
 def tune_threshold(trainer: Trainer, eval_dataset, eval_gold: Sequence[GapGold]) -> ThresholdSweep:
     """Choose the decision threshold on validation (0.00..0.99) and store it in `model.config.coref_threshold`."""
     prediction = trainer.predict(eval_dataset)
-    sweep = GapMetrics(eval_gold).sweep(keep_candidate_scores(prediction.predictions, None))
+    metrics = GapMetrics(eval_gold, _link_pair_counts(eval_dataset))
+    metrics.check_order(prediction.label_ids)
+    sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
     trainer.model.config.coref_threshold = float(sweep.best_threshold)
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
