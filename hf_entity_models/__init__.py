@@ -3,10 +3,11 @@
 Importing the package registers every config and model with the transformers Auto classes.
 """
 
-from .auto import AutoModelForCoreference, register_auto_classes
+from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 
 register_auto_classes()
+register_pipelines()
 
 __version__ = "0.1.0"
 

@@ -8,8 +8,10 @@ from collections import OrderedDict
 
 from transformers import AutoConfig, AutoModel
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
+from transformers.pipelines import PIPELINE_REGISTRY
 
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
+from .tasks.coreference.pipeline import CoreferencePipeline
 
 
 class AutoModelForCoreference(_BaseAutoModelClass):
@@ -31,6 +33,13 @@ class AutoModelForCoreference(_BaseAutoModelClass):
 def register_auto_classes() -> None:
     """Register every model of the package with AutoConfig, AutoModel and AutoModelForCoreference (idempotent)."""
     _register(PetraConfig, base_model=PetraModel, coreference_model=PetraForCoreference)
+
+
+def register_pipelines() -> None:
+    """Register `pipeline("coreference")` with transformers."""
+    PIPELINE_REGISTRY.register_pipeline(
+        "coreference", pipeline_class=CoreferencePipeline, pt_model=AutoModelForCoreference, type="text"
+    )
 
 
 def _register(config_class, base_model, coreference_model) -> None:

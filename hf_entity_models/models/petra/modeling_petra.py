@@ -264,6 +264,7 @@ class PetraModel(PetraPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         special_tokens_mask: torch.Tensor | None = None,
         encoder_features: torch.FloatTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> PetraModelOutput:
         r"""
@@ -278,9 +279,16 @@ class PetraModel(PetraPreTrainedModel):
             encoder_features (`torch.FloatTensor` of shape `(batch_size, sequence_length, encoder_feature_size)`, *optional*):
                 Cached output of `get_encoder_features`; skips the encoder (a frozen encoder gives the same
                 features every epoch).
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Accepted so that tokenizer outputs can be passed as they are. PeTra reads one text segment, so
+                they must be all zeros (the encoder's default).
         """
         if kwargs:
             raise TypeError(f"PetraModel.forward got unexpected arguments: {sorted(kwargs)}.")
+        if token_type_ids is not None and bool((token_type_ids != 0).any()):
+            raise ValueError(
+                "token_type_ids must be all zeros: PeTra reads a single text segment. Tokenize one text, not a pair."
+            )
         features, attention_mask = self._resolve_features(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
@@ -525,11 +533,12 @@ class PetraForCoreference(PetraPreTrainedModel):
         candidate_spans: torch.LongTensor | None = None,
         link_pairs: torch.LongTensor | None = None,
         link_labels: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> PetraCoreferenceOutput:
         r"""
         Args:
-            input_ids, attention_mask, special_tokens_mask, encoder_features:
+            input_ids, attention_mask, special_tokens_mask, encoder_features, token_type_ids:
                 As in [`PetraModel.forward`].
             pronoun_spans (`torch.LongTensor` of shape `(batch_size, 2)`, *optional*):
                 Token span `[start, end)` of the pronoun of each document.
@@ -549,6 +558,7 @@ class PetraForCoreference(PetraPreTrainedModel):
             attention_mask=attention_mask,
             special_tokens_mask=special_tokens_mask,
             encoder_features=encoder_features,
+            token_type_ids=token_type_ids,
         )
         link_log_probs = LinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
         length = memory_output.entity_probs.shape[1]
