@@ -38,7 +38,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--num-memory-cells", type=int, default=10)
     parser.add_argument("--memory-variant", default="vanilla", choices=["vanilla", "learned_init", "fixed_key"])
     parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="per process (global = this x processes)")
     parser.add_argument("--max-train-rows", type=int, default=None)
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
@@ -64,6 +64,8 @@ def main() -> None:
         per_device_train_batch_size=args.batch_size,
         seed=args.seed,
     )
+    if not result.trainer.is_world_process_zero():
+        return  # under `accelerate launch`, one process reports and saves
     scores = result.validation_scores
     print(f"GAP validation at threshold {result.threshold_sweep.best_threshold:.2f}:")
     print(f"  overall F1   {100 * scores.f1:.1f}")

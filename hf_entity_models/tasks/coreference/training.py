@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainingArguments
 from transformers.utils import logging
 
@@ -122,6 +123,10 @@ def gap_training_arguments(output_dir: str, **overrides) -> TrainingArguments:
         train_sampling_strategy="random",
         logging_strategy="epoch",
         report_to="none",
+        # On a machine without GPUs, use_cpu lets `accelerate launch --multi_gpu` processes join one gloo group.
+        use_cpu=not torch.cuda.is_available(),
+        # Every trainable parameter takes part in every step (the encoder is frozen): skip DDP's extra search.
+        ddp_find_unused_parameters=False,
         dataloader_num_workers=0,
     )
     values.update(overrides)
@@ -149,6 +154,7 @@ def build_gap_trainer(
         pad_token_id: Padding id of the tokenizer.
         early_stopping_patience: Evaluations without improvement before stopping (None disables it).
     """
+    _check_processes_connected(args)
     callbacks = [GumbelTemperatureCallback(), *extra_callbacks]
     if early_stopping_patience is not None and eval_dataset is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early_stopping_patience))
@@ -162,6 +168,17 @@ def build_gap_trainer(
         preprocess_logits_for_metrics=keep_candidate_scores,
         callbacks=callbacks,
     )
+
+
+def _check_processes_connected(args: TrainingArguments) -> None:
+    """Refuse N launched processes that would each train alone (accelerate --multi_gpu on a CPU-only machine)."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > 1 and args.world_size == 1:
+        raise ValueError(
+            f"{launched} processes were launched but the Trainer sees one: each would train alone and write the "
+            "same output_dir. On a machine without GPUs pass use_cpu=True (or set ACCELERATE_USE_CPU=true) so the "
+            "processes join one gloo group."
+        )
 
 
 def _link_pair_counts(dataset) -> list[int] | None:
@@ -235,16 +252,19 @@ def train_on_gap(
             raise ValueError(f"max_train_rows must be >= 1, got {max_train_rows}.")
         train = train.select(range(min(max_train_rows, len(train))))
     validation = prepare_gap_dataset(validation_source, tokenizer)
+    args = gap_training_arguments(str(output_dir), **training_overrides)
+    validation_inputs = validation
     if model.config.freeze_encoder:
-        train = cache_encoder_features(model, train, cache_dir=cache_dir)
-        validation_inputs = cache_encoder_features(model, validation, cache_dir=cache_dir)
-    else:
-        validation_inputs = validation
+        model.to(args.device)  # encode on the training device
+        # One process encodes and writes the cache; the others then load it.
+        with args.main_process_first(desc="encoder features"):
+            train = cache_encoder_features(model, train, cache_dir=cache_dir)
+            validation_inputs = cache_encoder_features(model, validation, cache_dir=cache_dir)
     gold = gap_gold(validation)
     timer = EpochTimerCallback()
     trainer = build_gap_trainer(
         model,
-        gap_training_arguments(str(output_dir), **training_overrides),
+        args,
         train,
         validation_inputs,
         gold,
