@@ -2,6 +2,11 @@
 
 `AutoModelForCoreference` is a regular transformers auto class (`from_config` / `from_pretrained`) whose mapping
 lives in this package: every coreference model registers its config class here.
+
+Registration also makes saved checkpoints portable: `register_for_auto_class` makes `save_pretrained` write
+`auto_map` and copy the model files, and `register_hub_pipeline` makes it ship the coreference pipeline, so a saved
+folder or Hub repo loads with `trust_remote_code=True` where this package is not installed. There, custom Auto
+classes do not exist: coreference heads map to `AutoModel` (and `AutoConfig` to the config class).
 """
 
 from collections import OrderedDict
@@ -12,6 +17,12 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .tasks.coreference.pipeline import CoreferencePipeline
+
+# Task name under which checkpoints declare their own copy of the coreference pipeline (`config.custom_pipelines`).
+# It must differ from "coreference": transformers gives a task declared by the checkpoint precedence over the
+# registered one and then requires trust_remote_code=True, which would break `pipeline("coreference", model=...)`
+# for users of this package. Without the package, `pipeline(model=..., trust_remote_code=True)` infers it.
+HUB_COREFERENCE_TASK = "entity-coreference"
 
 
 class AutoModelForCoreference(_BaseAutoModelClass):
@@ -24,6 +35,7 @@ class AutoModelForCoreference(_BaseAutoModelClass):
     >>> model = AutoModelForCoreference.from_config(PetraConfig(hidden_size=16, mlp_hidden_size=16))
     >>> type(model).__name__
     'PetraForCoreference'
+
     ```
     """
 
@@ -31,14 +43,26 @@ class AutoModelForCoreference(_BaseAutoModelClass):
 
 
 def register_auto_classes() -> None:
-    """Register every model of the package with AutoConfig, AutoModel and AutoModelForCoreference (idempotent)."""
+    """Register every model of the package with AutoConfig, AutoModel and AutoModelForCoreference (idempotent).
+
+    Saved checkpoints then name their code in `auto_map` (`AutoConfig` -> the config, `AutoModel` -> the saved
+    model class, the coreference head included) and carry the code files.
+    """
     _register(PetraConfig, base_model=PetraModel, coreference_model=PetraForCoreference)
 
 
 def register_pipelines() -> None:
-    """Register `pipeline("coreference")` with transformers."""
+    """Register `pipeline("coreference")` with transformers, and ship it with saved coreference checkpoints.
+
+    Locally the pipeline loads models with `AutoModelForCoreference`. Saved checkpoints declare a copy of it in
+    `config.custom_pipelines` under `HUB_COREFERENCE_TASK`, loaded with `AutoModel`, which their `auto_map`
+    resolves to the coreference head.
+    """
     PIPELINE_REGISTRY.register_pipeline(
         "coreference", pipeline_class=CoreferencePipeline, pt_model=AutoModelForCoreference, type="text"
+    )
+    PetraForCoreference.register_hub_pipeline(
+        HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
     )
 
 
@@ -46,3 +70,7 @@ def _register(config_class, base_model, coreference_model) -> None:
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     AutoModel.register(config_class, base_model, exist_ok=True)
     AutoModelForCoreference.register(config_class, coreference_model, exist_ok=True)
+    # Portable checkpoints: the names must be transformers Auto classes, which exist without this package.
+    config_class.register_for_auto_class("AutoConfig")
+    base_model.register_for_auto_class("AutoModel")
+    coreference_model.register_for_auto_class("AutoModel")

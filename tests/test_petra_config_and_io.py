@@ -161,3 +161,12 @@ def test_gumbel_temperature_halves_every_ten_epochs():
         seen[epoch] = model.petra.gumbel_temperature
     assert seen == {0: 1.0, 9: 1.0, 10: 0.5, 19: 0.5, 20: 0.25, 35: 0.125}
     assert model.config.gumbel_temperature == 1.0  # the saved config keeps the initial temperature
+
+
+def test_a_loaded_model_keeps_its_encoder_frozen(tmp_path):
+    PetraForCoreference(tiny_petra_config()).save_pretrained(tmp_path)
+    loaded = PetraForCoreference.from_pretrained(tmp_path)
+    assert not any(parameter.requires_grad for parameter in loaded.petra.encoder.parameters())
+    assert all(parameter.requires_grad for parameter in loaded.petra.gru.parameters())
+    unfrozen = PetraForCoreference.from_pretrained(tmp_path, freeze_encoder=False)
+    assert all(parameter.requires_grad for parameter in unfrozen.petra.encoder.parameters())

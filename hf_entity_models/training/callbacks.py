@@ -20,6 +20,7 @@ class GumbelTemperatureCallback(TrainerCallback):
     ```python
     >>> from transformers import Trainer
     >>> trainer = Trainer(model=model, args=args, callbacks=[GumbelTemperatureCallback()])  # doctest: +SKIP
+
     ```
     """
 

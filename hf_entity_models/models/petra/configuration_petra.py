@@ -4,11 +4,17 @@ This file is self-contained (it imports only ``transformers`` and ``huggingface_
 copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
 """
 
+import math
+import numbers
+
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
+# Keys of one `evaluation_results` entry: what identifies the measurement, then optional display details.
+EVALUATION_RESULT_KEYS = ("task", "dataset", "split", "metric", "value")
+EVALUATION_RESULT_OPTIONAL_KEYS = ("threshold", "dataset_name", "metric_name")
 
 
 @strict
@@ -67,6 +73,12 @@ class PetraConfig(PreTrainedConfig):
             `hf_entity_models.tasks.coreference.sweep_threshold` and store the best value here.
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of linear layers.
+        evaluation_results (`list[dict]`, *optional*):
+            Measured results of this checkpoint, reported in the model card that `save_pretrained` and
+            `push_to_hub` write. Each entry is a dict with `task` (e.g. `"coreference"`), `dataset` (e.g. `"gap"`),
+            `split` (e.g. `"validation"`), `metric` (e.g. `"f1"`) and a finite number `value`, and optionally the
+            decision `threshold` it was measured at, a display `dataset_name` and `metric_name`. Add entries with
+            `record_evaluation`, which replaces an earlier value of the same task, dataset, split and metric.
 
     Example:
 
@@ -75,8 +87,14 @@ class PetraConfig(PreTrainedConfig):
     >>> from hf_entity_models import PetraConfig, PetraForCoreference
 
     >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-    >>> config = PetraConfig(encoder_config=encoder_config, hidden_size=16, mlp_hidden_size=16, num_memory_cells=4)
+    >>> config = PetraConfig(
+    ...     encoder_config=encoder_config, encoder_layers=[-2, -1], hidden_size=16, mlp_hidden_size=16, num_memory_cells=4
+    ... )
     >>> model = PetraForCoreference(config)
+    >>> config.record_evaluation(task="coreference", dataset="gap", split="validation", metric="f1", value=0.72)
+    >>> config.evaluation_results
+    [{'task': 'coreference', 'dataset': 'gap', 'split': 'validation', 'metric': 'f1', 'value': 0.72}]
+
     ```
     """
 
@@ -104,6 +122,7 @@ class PetraConfig(PreTrainedConfig):
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
     initializer_range: float = 0.02
+    evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -156,6 +175,60 @@ class PetraConfig(PreTrainedConfig):
             f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
         )
         self._check_encoder_fields()
+        self.validate_evaluation_results()
+
+    def validate_evaluation_results(self) -> None:
+        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
+        for index, result in enumerate(self.evaluation_results or []):
+            _check_evaluation_result(result, f"evaluation_results[{index}]")
+
+    def record_evaluation(
+        self,
+        task: str,
+        dataset: str,
+        split: str,
+        metric: str,
+        value: float,
+        threshold: float | None = None,
+        dataset_name: str | None = None,
+        metric_name: str | None = None,
+    ) -> None:
+        """Record one measured result so that the model card reports it.
+
+        A result with the same task, dataset, split and metric replaces the earlier one (re-tuning the threshold
+        updates the card instead of listing stale values).
+
+        Args:
+            task: What was evaluated, e.g. `"coreference"`.
+            dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
+            split: Dataset split, e.g. `"validation"`.
+            metric: Metric id, e.g. `"f1"`, `"bias"`.
+            value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
+            threshold: Decision threshold the value was measured at, if any.
+            dataset_name: Display name of the dataset, e.g. `"GAP"`.
+            metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
+
+        Example:
+
+        ```python
+        >>> config = PetraConfig(hidden_size=16, mlp_hidden_size=16)
+        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)
+        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.72, threshold=0.04)
+        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]
+        [('f1', 0.72)]
+
+        ```
+        """
+        result = {"task": task, "dataset": dataset, "split": split, "metric": metric, "value": value}
+        optional = {"threshold": threshold, "dataset_name": dataset_name, "metric_name": metric_name}
+        result.update({key: item for key, item in optional.items() if item is not None})
+        _check_evaluation_result(result, "The evaluation result")
+        # Plain floats: numpy scalars are numbers too, but the config must stay JSON-serialisable.
+        result["value"] = float(result["value"])
+        if "threshold" in result:
+            result["threshold"] = float(result["threshold"])
+        kept = [old for old in self.evaluation_results or [] if _measurement(old) != _measurement(result)]
+        self.evaluation_results = [*kept, result]
 
     def _check_encoder_fields(self) -> None:
         num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
@@ -180,6 +253,44 @@ class PetraConfig(PreTrainedConfig):
             f"encoder_window_overlap must be in [0, encoder window size {window}), got "
             f"{self.encoder_window_overlap}.",
         )
+
+
+def _measurement(result: dict) -> tuple[str, str, str, str]:
+    """What a result measured (everything but the value): one card row per measurement."""
+    return result["task"], result["dataset"], result["split"], result["metric"]
+
+
+def _check_evaluation_result(result: dict, name: str) -> None:
+    _require(isinstance(result, dict), f"{name} must be a dict, got {type(result).__name__}.")
+    missing = [key for key in EVALUATION_RESULT_KEYS if key not in result]
+    unknown = sorted(set(result) - set(EVALUATION_RESULT_KEYS) - set(EVALUATION_RESULT_OPTIONAL_KEYS))
+    _require(
+        not missing and not unknown,
+        f"{name} must have the keys {list(EVALUATION_RESULT_KEYS)} and may have "
+        f"{list(EVALUATION_RESULT_OPTIONAL_KEYS)}; missing {missing}, unknown {unknown}. Use "
+        "`config.record_evaluation(...)` to add results.",
+    )
+    for key in ("task", "dataset", "split", "metric", "dataset_name", "metric_name"):
+        if key in result:
+            _require(
+                isinstance(result[key], str) and result[key].strip() != "",
+                f"{name}: {key!r} must be a non-empty string, got {result[key]!r}.",
+            )
+    value = result["value"]
+    _require(
+        _is_number(value) and math.isfinite(value),
+        f"{name}: 'value' must be a finite number, got {value!r}; do not record undefined metrics (NaN).",
+    )
+    if "threshold" in result:
+        threshold = result["threshold"]
+        _require(
+            _is_number(threshold) and 0.0 <= threshold <= 1.0,
+            f"{name}: 'threshold' is a probability and must be in [0, 1], got {threshold!r}.",
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _require(condition: bool, message: str) -> None:

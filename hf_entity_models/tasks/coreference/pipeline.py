@@ -40,6 +40,7 @@ class CoreferencePipeline(Pipeline):
     {'clusters': [[{'start': 0, 'end': 3, 'text': 'Zoe'}, {'start': 25, 'end': 28, 'text': 'She'}], ...]}
     >>> pipe("Zoe met Maggie. She smiled.", pronoun=(16, 19), candidates=[(0, 3), (8, 14)])  # doctest: +SKIP
     {'pronoun': {...}, 'candidates': [{'start': 0, 'end': 3, 'text': 'Zoe', 'probability': 0.31, 'coreferent': True}, ...]}
+
     ```
     """
 

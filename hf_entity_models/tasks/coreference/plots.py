@@ -39,6 +39,7 @@ def plot_memory_log(
     ```python
     >>> out = pipe("Zoe met Maggie. She smiled.", return_memory_log=True)  # doctest: +SKIP
     >>> plot_memory_log(out["memory_log"], "memory.png")  # doctest: +SKIP
+
     ```
     """
     try:

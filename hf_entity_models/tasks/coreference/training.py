@@ -5,6 +5,7 @@ when validation F1 has not improved for 5 epochs (down to 1e-4), early stopping 
 improvement, the Gumbel temperature halved every 10 epochs, and the decision threshold chosen on validation.
 """
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class GapMetrics:
     ```python
     >>> metrics = GapMetrics(gap_gold(validation_rows))  # doctest: +SKIP
     >>> trainer = Trainer(..., compute_metrics=metrics, preprocess_logits_for_metrics=keep_candidate_scores)  # doctest: +SKIP
+
     ```
     """
 
@@ -170,6 +172,26 @@ def build_gap_trainer(
     )
 
 
+def _record_gap_scores(config, sweep: ThresholdSweep, split: str = "validation") -> None:
+    """Store the scores at the chosen threshold in the config, where the saved model card reads them."""
+    if not hasattr(config, "record_evaluation"):  # a config without an evaluation_results field
+        return
+    scores = sweep.best_scores
+    values = {
+        "f1": scores.f1,
+        "precision": scores.overall.precision,
+        "recall": scores.overall.recall,
+        "masculine_f1": scores.masculine_f1,
+        "feminine_f1": scores.feminine_f1,
+        "bias": scores.bias,
+    }
+    for metric, value in values.items():
+        if math.isfinite(value):  # bias is NaN when masculine F1 is 0: an undefined ratio is not a result
+            config.record_evaluation(
+                "coreference", "gap", split, metric, float(value), threshold=float(sweep.best_threshold)
+            )
+
+
 def _check_processes_connected(args: TrainingArguments) -> None:
     """Refuse N launched processes that would each train alone (accelerate --multi_gpu on a CPU-only machine)."""
     launched = int(os.environ.get("WORLD_SIZE", "1"))
@@ -195,6 +217,7 @@ def tune_threshold(trainer: Trainer, eval_dataset, eval_gold: Sequence[GapGold])
     metrics.check_order(prediction.label_ids)
     sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
     trainer.model.config.coref_threshold = float(sweep.best_threshold)
+    _record_gap_scores(trainer.model.config, sweep)
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
 
@@ -244,6 +267,7 @@ def train_on_gap(
     ```python
     >>> result = train_on_gap(model, tokenizer, "gap-development.tsv", "gap-validation.tsv", "runs/petra")  # doctest: +SKIP
     >>> result.validation_scores.f1  # doctest: +SKIP
+
     ```
     """
     train = prepare_gap_dataset(train_source, tokenizer)
