@@ -25,6 +25,8 @@ from .metrics import (
     select_counting_threshold,
     sweep_threshold,
 )
+from .pipeline import CoreferencePipeline
+from .plots import plot_memory_log
 from .training import (
     GapMetrics,
     GapTrainingResult,
@@ -40,6 +42,7 @@ __all__ = [
     "BinaryCounts",
     "CachedFeatureDataset",
     "CoreferenceCollator",
+    "CoreferencePipeline",
     "CountingResult",
     "GapExampleBuilder",
     "GapGold",
@@ -57,6 +60,7 @@ __all__ = [
     "gap_training_arguments",
     "keep_candidate_scores",
     "load_gap",
+    "plot_memory_log",
     "prepare_gap_dataset",
     "pronoun_gender",
     "read_gap_gold",
