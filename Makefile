@@ -23,7 +23,7 @@ $(INSTALLED): setup.py | $(PYTHON)
 install: $(INSTALLED)
 
 test: install
-	$(PYTHON) -m pytest -q tests --doctest-modules hf_entity_models
+	$(PYTHON) -m pytest -q tests
 
 demo: install
 	$(PYTHON) examples/demo.py

