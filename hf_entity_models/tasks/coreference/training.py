@@ -172,16 +172,6 @@ def build_gap_trainer(
     )
 
 
-_METRIC_NAMES = {
-    "f1": "F1",
-    "precision": "Precision",
-    "recall": "Recall",
-    "masculine_f1": "F1 (masculine)",
-    "feminine_f1": "F1 (feminine)",
-    "bias": "Bias (F/M)",
-}
-
-
 def _record_gap_scores(
     config, sweep: ThresholdSweep, dataset: str, dataset_name: str | None, split: str = "validation"
 ) -> None:
@@ -207,7 +197,6 @@ def _record_gap_scores(
                 float(value),
                 threshold=float(sweep.best_threshold),
                 dataset_name=dataset_name,
-                metric_name=_METRIC_NAMES[metric],
             )
 
 
