@@ -19,7 +19,6 @@ from hf_entity_models.tasks.coreference.metrics import (
     BinaryCounts,
     CountingResult,
     GapGold,
-    GapScores,
     ThresholdSweep,
     count_unique_people,
     pronoun_gender,

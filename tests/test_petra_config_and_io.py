@@ -86,7 +86,7 @@ def test_save_and_load_give_identical_outputs(tmp_path, variant):
     assert (tmp_path / "model.safetensors").exists()
     assert not list(tmp_path.glob("*.bin")) and not list(tmp_path.glob("*.pt"))
     loaded = AutoModelForCoreference.from_pretrained(tmp_path).eval()
-    for (name, expected), (_, actual) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, expected), (_, actual) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(expected, actual), name
     input_ids = torch.randint(1000, 2000, (2, 9))
     spans = dict(pronoun_spans=torch.tensor([[4, 5], [6, 7]]), candidate_spans=torch.tensor([[[1, 3], [6, 8]]] * 2))
