@@ -23,6 +23,7 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
+import hf_entity_models.models.petra.hub_petra as hub_petra
 import hf_entity_models.models.petra.modeling_petra as modeling_petra
 from hf_entity_models import AutoModelForCoreference, PetraConfig, PetraForCoreference, PetraModel
 from hf_entity_models.auto import HUB_COREFERENCE_TASK
@@ -263,8 +264,8 @@ def test_a_card_without_results_says_so_and_a_local_encoder_is_no_base_model(tmp
     assert "model-index" not in raw and card.data.eval_results is None
     assert card.data.datasets is None and card.data.base_model is None
     assert "No evaluation results are recorded" in card.text
-    assert modeling_petra._hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
-    assert modeling_petra._hub_model_id("./runs/encoder") is None
+    assert hub_petra._hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
+    assert hub_petra._hub_model_id("./runs/encoder") is None
 
 
 def test_record_evaluation_replaces_a_measurement_and_survives_save_and_load(tmp_path):
@@ -308,6 +309,7 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
     assert stored["custom_pipelines"] == EXPECTED_PIPELINES
     for name, source in [("configuration_petra.py", PETRA_DIR / "configuration_petra.py"),
                          ("modeling_petra.py", PETRA_DIR / "modeling_petra.py"),
+                         ("hub_petra.py", PETRA_DIR / "hub_petra.py"),
                          ("pipeline.py", Path(coreference_pipeline.__file__))]:
         assert (folder / name).read_bytes() == source.read_bytes(), name
     assert "custom_pipelines" not in model.config.__dict__, "the declaration is for the saved file only"
@@ -322,7 +324,7 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
 def test_a_bare_model_does_not_declare_the_pipeline_it_cannot_serve(tmp_path):
     model = PetraModel(tiny_petra_config())
     model.config.custom_pipelines = dict(EXPECTED_PIPELINES)  # as a config loaded from a coreference checkpoint
-    logger = logging.get_logger(modeling_petra.__name__)
+    logger = logging.get_logger(hub_petra.__name__)
     with CaptureLogger(logger) as captured:
         model.save_pretrained(tmp_path)
     stored = json.loads((tmp_path / "config.json").read_text())
@@ -358,7 +360,7 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoint, tmp_
     assert summaries == ["initial commit", "Upload model", "Upload tokenizer"]
     assert all(commit.startswith(f"{hub.endpoint}/{REPO_ID}/commit/") for commit in pushed["commits"])
     expected_files = {"README.md", "config.json", "model.safetensors", "configuration_petra.py", "modeling_petra.py",
-                      "pipeline.py", "tokenizer.json", "tokenizer_config.json"}
+                      "hub_petra.py", "pipeline.py", "tokenizer.json", "tokenizer_config.json"}
     assert expected_files <= set(files)
     local_weights = (checkpoint["folder"] / "model.safetensors").read_bytes()
     assert files["model.safetensors"] == local_weights
