@@ -5,10 +5,21 @@ Importing the package registers every config and model with the transformers Aut
 
 from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
+from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 
 register_auto_classes()
 register_pipelines()
 
 __version__ = "0.1.0"
 
-__all__ = ["AutoModelForCoreference", "PetraConfig", "PetraForCoreference", "PetraModel", "__version__"]
+__all__ = [
+    "AutoModelForCoreference",
+    "PetraConfig",
+    "PetraForCoreference",
+    "PetraModel",
+    "RefReaderConfig",
+    "RefReaderForCausalLM",
+    "RefReaderForCoreference",
+    "RefReaderModel",
+    "__version__",
+]

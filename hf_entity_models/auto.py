@@ -11,11 +11,12 @@ classes do not exist: coreference heads map to `AutoModel` (and `AutoConfig` to 
 
 from collections import OrderedDict
 
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
+from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 from .tasks.coreference.pipeline import CoreferencePipeline
 
 # Task name under which checkpoints declare their own copy of the coreference pipeline (`config.custom_pipelines`).
@@ -26,7 +27,7 @@ HUB_COREFERENCE_TASK = "entity-coreference"
 
 
 class AutoModelForCoreference(_BaseAutoModelClass):
-    """Instantiates the coreference head of any registered entity-memory model (PeTra, ...).
+    """Instantiates the coreference head of any registered entity-memory model (PeTra, Referential Reader).
 
     Example:
 
@@ -43,12 +44,16 @@ class AutoModelForCoreference(_BaseAutoModelClass):
 
 
 def register_auto_classes() -> None:
-    """Register every model of the package with AutoConfig, AutoModel and AutoModelForCoreference (idempotent).
+    """Register every model of the package with AutoConfig, AutoModel, AutoModelForCoreference and, for language
+    models, AutoModelForCausalLM (idempotent).
 
     Saved checkpoints then name their code in `auto_map` (`AutoConfig` -> the config, `AutoModel` -> the saved
-    model class, the coreference head included) and carry the code files.
+    model class, the coreference head included; `AutoModelForCausalLM` -> the LM head) and carry the code files.
     """
     _register(PetraConfig, base_model=PetraModel, coreference_model=PetraForCoreference)
+    _register(RefReaderConfig, base_model=RefReaderModel, coreference_model=RefReaderForCoreference)
+    AutoModelForCausalLM.register(RefReaderConfig, RefReaderForCausalLM, exist_ok=True)
+    RefReaderForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 
 
 def register_pipelines() -> None:
@@ -61,9 +66,10 @@ def register_pipelines() -> None:
     PIPELINE_REGISTRY.register_pipeline(
         "coreference", pipeline_class=CoreferencePipeline, pt_model=AutoModelForCoreference, type="text"
     )
-    PetraForCoreference.register_hub_pipeline(
-        HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
-    )
+    for coreference_model in (PetraForCoreference, RefReaderForCoreference):
+        coreference_model.register_hub_pipeline(
+            HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
+        )
 
 
 def _register(config_class, base_model, coreference_model) -> None:

@@ -32,7 +32,7 @@ from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["CachedFeatureDataset", "cache_encoder_features", "encoder_features_fingerprint"]
+__all__ = ["CachedFeatureDataset", "cache_encoder_features", "encoder_features_fingerprint", "uses_frozen_encoder"]
 
 # Columns of a prepared GAP dataset that `CoreferenceCollator` turns into model inputs.
 MODEL_COLUMNS = (
@@ -128,7 +128,8 @@ def cache_encoder_features(
     file under the final name).
 
     Args:
-        model: A `PetraForCoreference` or `PetraModel` with ``config.freeze_encoder=True``.
+        model: A coreference model that reads a frozen encoder (`uses_frozen_encoder`): PeTra with
+            ``config.freeze_encoder=True``, or a Referential Reader built with an encoder.
         dataset: Rows with ``input_ids`` (and ``attention_mask``), e.g. from `prepare_gap_dataset`.
         batch_size: Rows per encoder call.
         cache_dir: Folder for the cache file; None keeps the features in memory only.
@@ -166,10 +167,11 @@ def cache_encoder_features(
 
 
 def _check_arguments(model: torch.nn.Module, dataset: datasets.Dataset, batch_size: int) -> None:
-    if not getattr(model.config, "freeze_encoder", False):
+    if not uses_frozen_encoder(model):
         raise ValueError(
-            "cache_encoder_features needs a frozen encoder (config.freeze_encoder=True): a trained encoder changes "
-            "its features every step, so cached ones would go stale. Train from input_ids instead."
+            "cache_encoder_features needs a model that reads a frozen encoder (PeTra with freeze_encoder=True, or a "
+            "Referential Reader with an encoder_config): a trained encoder changes its features every step, and an "
+            "incremental reader has no encoder. Train from input_ids instead."
         )
     if not isinstance(dataset, datasets.Dataset) or "input_ids" not in dataset.column_names:
         raise ValueError("dataset must be a datasets.Dataset with an input_ids column (see prepare_gap_dataset).")
@@ -239,8 +241,16 @@ def _hash_weights(digest: Any, encoder: torch.nn.Module) -> None:
         digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
+def uses_frozen_encoder(model: torch.nn.Module) -> bool:
+    """True when the model reads a frozen encoder whose features can be cached (PeTra; RefReader on BERT)."""
+    config = model.config
+    if config.model_type == "refreader":  # the reader's encoder, when it has one, is always frozen
+        return config.encoder_config is not None
+    return bool(getattr(config, "freeze_encoder", False))
+
+
 def _encoder_of(model: torch.nn.Module) -> torch.nn.Module:
-    base = getattr(model, "petra", model)
+    base = getattr(model, model.base_model_prefix, model)
     return base.encoder
 
 

@@ -77,6 +77,8 @@ _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 _FILE_SUFFIXES = {".tsv", ".csv", ".txt", ".gz", ".bz2", ".xz", ".zip"}
 
 Span = tuple[int, int]
+# Which token pairs a model is trained on: PeTra's labelled pairs, or the Referential Reader's (see build_link_pairs).
+LINK_SCHEMES = ("petra", "refreader")
 
 
 # ----------------------------------------------------------------------------------------------------- loading
@@ -281,22 +283,27 @@ def _offset_pairs(offset_mapping: Sequence[Sequence[int]]) -> list[tuple[int, in
 
 # ----------------------------------------------------------------------------------------------- link pairs
 def build_link_pairs(
-    a_span: Span, b_span: Span, pronoun_span: Span, a_coref: bool, b_coref: bool
+    a_span: Span, b_span: Span, pronoun_span: Span, a_coref: bool, b_coref: bool, scheme: str = "petra"
 ) -> tuple[list[list[int]], list[int]]:
-    """PeTra's labelled token pairs for one GAP row (paper section 2.5.1 and the authors' code).
+    """The labelled token pairs of one GAP row, for PeTra or the Referential Reader (authors' code of each).
 
-    In this order:
+    With ``scheme="petra"`` (PeTra section 2.5.1), in this order:
 
     1. self-links: for A, B and the pronoun, (first token, every later token of the span) with `LINK_SELF`;
     2. every (A token, pronoun token) pair: `LINK_POSITIVE` if `a_coref` else `LINK_NEGATIVE`;
     3. every (B token, pronoun token) pair, likewise with `b_coref`;
     4. every (A token, B token) pair: `LINK_NEGATIVE` (the two names are different people by design).
 
+    With ``scheme="refreader"`` (Referential Reader section 2.4): self-links join EVERY two tokens of a span
+    ("both part of the same mention span"), then steps 2 and 3; A-B pairs are not labelled, because the reader's
+    loss already counts every unlabelled pair as a low-weight negative.
+
     Every pair is ordered (earlier token, later token): the pronoun may come before the names (cataphora).
 
     Args:
         a_span, b_span, pronoun_span: Token spans ``[start, end)``.
         a_coref, b_coref: GAP labels of the pronoun with A and with B.
+        scheme: ``"petra"`` or ``"refreader"`` (`LINK_SCHEMES`); a model names its own in `gap_link_scheme`.
 
     Returns:
         ``(link_pairs, link_labels)``: ``[[t1, t2], ...]`` with ``t1 < t2`` and one label per pair.
@@ -307,7 +314,11 @@ def build_link_pairs(
     Example:
         >>> build_link_pairs((1, 3), (4, 5), (6, 7), a_coref=True, b_coref=False)
         ([[1, 2], [1, 6], [2, 6], [4, 6], [1, 4], [2, 4]], [2, 1, 1, 0, 0, 0])
+        >>> build_link_pairs((1, 4), (5, 6), (7, 8), a_coref=True, b_coref=False, scheme="refreader")
+        ([[1, 2], [1, 3], [2, 3], [1, 7], [2, 7], [3, 7], [5, 7]], [2, 2, 2, 1, 1, 1, 0])
     """
+    if scheme not in LINK_SCHEMES:
+        raise ValueError(f"scheme must be one of {LINK_SCHEMES}, got {scheme!r}.")
     spans = {
         "A": _checked_span(a_span, "A"),
         "B": _checked_span(b_span, "B"),
@@ -324,12 +335,16 @@ def build_link_pairs(
                 labels.append(label)
 
     for start, end in spans.values():
-        for later_token in range(start + 1, end):
-            pairs.append([start, later_token])
-            labels.append(LINK_SELF)
+        # PeTra links the first token to the later ones; the Referential Reader links every two tokens.
+        earlier_tokens = range(start, end) if scheme == "refreader" else range(start, start + 1)
+        for earlier_token in earlier_tokens:
+            for later_token in range(earlier_token + 1, end):
+                pairs.append([earlier_token, later_token])
+                labels.append(LINK_SELF)
     add_span_pairs(spans["A"], spans["Pronoun"], LINK_POSITIVE if a_coref else LINK_NEGATIVE)
     add_span_pairs(spans["B"], spans["Pronoun"], LINK_POSITIVE if b_coref else LINK_NEGATIVE)
-    add_span_pairs(spans["A"], spans["B"], LINK_NEGATIVE)
+    if scheme == "petra":
+        add_span_pairs(spans["A"], spans["B"], LINK_NEGATIVE)
     return pairs, labels
 
 
@@ -368,22 +383,28 @@ class GapExampleBuilder:
 
     Args:
         tokenizer: A fast tokenizer (it must return offset mappings) of the model's encoder.
+        link_scheme: Which labelled pairs to build (`build_link_pairs`): ``"petra"`` or ``"refreader"``; use the
+            model's ``gap_link_scheme``.
 
     Raises:
         TypeError: If the tokenizer is not a fast tokenizer.
+        ValueError: If the link scheme is unknown.
 
     Example:
         >>> builder = GapExampleBuilder(tokenizer)  # doctest: +SKIP
         >>> examples = load_gap("gap-validation.tsv").map(builder, batched=True)  # doctest: +SKIP
     """
 
-    def __init__(self, tokenizer: Any):
+    def __init__(self, tokenizer: Any, link_scheme: str = "petra"):
         if not getattr(tokenizer, "is_fast", False):
             raise TypeError(
                 f"GapExampleBuilder needs a fast tokenizer (for offset mappings), got {type(tokenizer).__name__}; "
                 "load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
             )
+        if link_scheme not in LINK_SCHEMES:
+            raise ValueError(f"link_scheme must be one of {LINK_SCHEMES}, got {link_scheme!r}.")
         self.tokenizer = tokenizer
+        self.link_scheme = link_scheme
 
     def __call__(self, rows: Mapping[str, Any]) -> dict[str, list]:
         """Build the model columns for a batch of rows (dict of lists) or a single row (dict of values)."""
@@ -405,7 +426,7 @@ class GapExampleBuilder:
             "special_tokens_mask": encodings["special_tokens_mask"],
         }
         examples = [
-            self._example({column: rows[column][index] for column in _REQUIRED_COLUMNS}, offsets)
+            self._example({column: rows[column][index] for column in _REQUIRED_COLUMNS}, offsets, self.link_scheme)
             for index, offsets in enumerate(encodings["offset_mapping"])
         ]
         for column in ("pronoun_spans", "candidate_spans", "link_pairs", "link_labels", "gap_labels"):
@@ -413,7 +434,7 @@ class GapExampleBuilder:
         return columns
 
     @staticmethod
-    def _example(row: Mapping[str, Any], offsets: Sequence[Sequence[int]]) -> dict[str, list]:
+    def _example(row: Mapping[str, Any], offsets: Sequence[Sequence[int]], link_scheme: str) -> dict[str, list]:
         row_id = str(row["id"])
         spans = {}
         for mention_column, offset_column, name in _MENTIONS:
@@ -426,7 +447,9 @@ class GapExampleBuilder:
                 raise ValueError(f"GAP row {row_id!r}, {name} mention {mention!r}: {error}") from None
         a_coref, b_coref = bool(row["a_coref"]), bool(row["b_coref"])
         try:
-            link_pairs, link_labels = build_link_pairs(spans["A"], spans["B"], spans["Pronoun"], a_coref, b_coref)
+            link_pairs, link_labels = build_link_pairs(
+                spans["A"], spans["B"], spans["Pronoun"], a_coref, b_coref, scheme=link_scheme
+            )
         except ValueError as error:
             raise ValueError(
                 f"GAP row {row_id!r} (A {row['a']!r} at {row['a_offset']}, B {row['b']!r} at {row['b_offset']}, "
@@ -442,7 +465,10 @@ class GapExampleBuilder:
 
 
 def prepare_gap_dataset(
-    path_or_dataset: str | os.PathLike | datasets.Dataset, tokenizer: Any, split: str | None = None
+    path_or_dataset: str | os.PathLike | datasets.Dataset,
+    tokenizer: Any,
+    split: str | None = None,
+    link_scheme: str = "petra",
 ) -> datasets.Dataset:
     """Load GAP rows (unless given a dataset) and add the model columns of `GapExampleBuilder`.
 
@@ -450,6 +476,7 @@ def prepare_gap_dataset(
         path_or_dataset: A GAP TSV path or Hub id (see `load_gap`), or a dataset already in the `load_gap` layout.
         tokenizer: A fast tokenizer of the model's encoder.
         split: Split of a Hub dataset.
+        link_scheme: Labelled pairs to build: ``"petra"`` or ``"refreader"`` (the model's ``gap_link_scheme``).
 
     Returns:
         The rows with their original columns plus the model columns.
@@ -459,7 +486,7 @@ def prepare_gap_dataset(
         >>> len(train)  # doctest: +SKIP
         2000
     """
-    builder = GapExampleBuilder(tokenizer)
+    builder = GapExampleBuilder(tokenizer, link_scheme=link_scheme)
     rows = path_or_dataset if isinstance(path_or_dataset, datasets.Dataset) else load_gap(path_or_dataset, split)
     return rows.map(
         builder, batched=True, desc="Tokenizing GAP", new_fingerprint=_map_fingerprint(rows, "build", builder)

@@ -18,7 +18,7 @@ from transformers.utils import logging
 from ...models.petra import IGNORE_INDEX
 from ...training import EpochTimerCallback, GumbelTemperatureCallback
 from .collator import CoreferenceCollator
-from .features import cache_encoder_features
+from .features import cache_encoder_features, uses_frozen_encoder
 from .gap import gap_gold, prepare_gap_dataset
 from .metrics import GapGold, GapScores, ThresholdSweep, sweep_threshold
 
@@ -218,6 +218,11 @@ def _link_pair_counts(dataset) -> list[int] | None:
     return [len(labels) for labels in rows["link_labels"]]
 
 
+def gap_link_scheme(model) -> str:
+    """The GAP token pairs a coreference model trains on (`build_link_pairs`): the model's `gap_link_scheme`."""
+    return getattr(model, "gap_link_scheme", "petra")
+
+
 def tune_threshold(
     trainer: Trainer,
     eval_dataset,
@@ -291,15 +296,16 @@ def train_on_gap(
 
     ```
     """
-    train = prepare_gap_dataset(train_source, tokenizer)
+    link_scheme = gap_link_scheme(model)
+    train = prepare_gap_dataset(train_source, tokenizer, link_scheme=link_scheme)
     if max_train_rows is not None:
         if max_train_rows < 1:
             raise ValueError(f"max_train_rows must be >= 1, got {max_train_rows}.")
         train = train.select(range(min(max_train_rows, len(train))))
-    validation = prepare_gap_dataset(validation_source, tokenizer)
+    validation = prepare_gap_dataset(validation_source, tokenizer, link_scheme=link_scheme)
     args = gap_training_arguments(str(output_dir), **training_overrides)
     validation_inputs = validation
-    if model.config.freeze_encoder:
+    if uses_frozen_encoder(model):
         model.to(args.device)  # encode on the training device
         # One process encodes and writes the cache; the others then load it.
         with args.main_process_first(desc="encoder features"):

@@ -1,0 +1,305 @@
+"""Referential Reader model configuration.
+
+This file is self-contained (it imports only ``transformers``, ``huggingface_hub`` and its own folder) so that it
+can be copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
+"""
+
+import math
+
+from huggingface_hub.dataclasses import strict
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+from .evaluation_results import check_evaluation_results, with_recorded_result
+
+# Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
+INCREMENTAL_KEY_SIZE = 16
+ENCODER_KEY_SIZE = 32
+
+
+@strict
+class RefReaderConfig(PreTrainedConfig):
+    r"""
+    Configuration of a Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A
+    Recurrent Entity Network for Anaphora Resolution"): a recurrent reader that stores entity mentions in a memory
+    of a few cells (key, value, salience), updating a cell on coreference and overwriting the least salient cell
+    with a new entity.
+
+    Two input modes, as in the paper:
+
+    * **incremental** (`encoder_config=None`, the default): the reader has its own word embeddings and reads
+      strictly left to right; it can be pre-trained as a language model (`RefReaderForCausalLM`).
+    * **encoder**: token features are the concatenated top layers of a frozen pretrained encoder (the paper's
+      "coref + BERT" row). Build one with `RefReaderForCoreference.from_encoder(...)`.
+
+    Args:
+        encoder_config (`dict` or `PreTrainedConfig`, *optional*):
+            Configuration of a frozen token encoder (BERT, MiniLM, ...) whose hidden states are the reader's inputs.
+            `None` (default) selects the purely incremental mode with the reader's own embeddings.
+        encoder_layers (`list[int]`, *optional*, defaults to `[-1, -2, -3, -4]`):
+            Indices into the encoder's `hidden_states` (0 is the embedding output) concatenated, in this order, into
+            the input features. The paper concatenates the top four layers, last layer first (authors' code).
+        encoder_window_size (`int`, *optional*):
+            Longest window given to the encoder at once; longer documents are encoded in overlapping windows and the
+            reader still reads them whole. Defaults to the encoder's `max_position_embeddings`.
+        encoder_window_overlap (`int`, *optional*):
+            Tokens shared by consecutive encoder windows. Defaults to a quarter of the window.
+        vocab_size (`int`, *optional*, defaults to 30522):
+            Vocabulary of the incremental reader's embeddings and language-model head. The default is the BERT
+            uncased vocabulary, so a BERT / MiniLM tokenizer can be used with the default config.
+        embedding_size (`int`, *optional*, defaults to 300):
+            Size D_x of the word embeddings of the incremental reader (paper: 300).
+        freeze_embeddings (`bool`, *optional*, defaults to `False`):
+            Keep the word embeddings fixed; the paper's coref-only incremental model keeps pretrained (GloVe)
+            vectors fixed. Load the vectors with `RefReaderModel.load_word_vectors`.
+        hidden_size (`int`, *optional*, defaults to 300):
+            Size D_h of the pre-recurrent and hidden states, and D_v of the memory values (the memory summary is
+            mixed into the GRU state, so both sizes are the same).
+        key_size (`int`, *optional*):
+            Size D_k of the memory keys and queries, and of the hidden layer of the key network. Defaults to 16 in
+            the incremental mode and 32 with an encoder (paper appendix).
+        num_memory_cells (`int`, *optional*, defaults to 2):
+            Number of memory cells N (paper: 2; 4 is also reported).
+        entity_half_life (`float`, *optional*, defaults to 4):
+            Number of entity mentions after which salience halves (gamma_e = 0.5 ** (1 / half-life), Eq. 2).
+        non_entity_half_life (`float`, *optional*, defaults to 30):
+            Number of non-entity tokens after which salience halves (gamma_n, Eq. 2).
+        initial_salience (`float`, *optional*, defaults to 1e-7):
+            Salience of every cell before the first token (authors' code: zero is numerically unstable).
+        dropout (`float`, *optional*, defaults to 0.5):
+            Dropout on the input features, the pre-recurrent state and the GRU output (paper appendix).
+        self_link_weight (`float`, *optional*, defaults to 0.1):
+            Loss weight of token pairs inside one mention span (self links, target 1).
+        positive_link_weight (`float`, *optional*, defaults to 5.0):
+            Loss weight of pronoun-to-coreferent-name token pairs (target 1).
+        negative_link_weight (`float`, *optional*, defaults to 50.0):
+            Loss weight of pronoun-to-other-name token pairs (target 0).
+        other_pair_weight (`float`, *optional*, defaults to 1.0):
+            Loss weight of every other token pair of the document (target 0): the loss runs over all pairs.
+        lm_loss_weight (`float`, *optional*, defaults to 0.0):
+            Weight of the language-modelling loss added to the coreference loss by `RefReaderForCoreference`
+            (incremental mode only). With a positive weight the coreference model carries the LM head.
+        gumbel_temperature (`float`, *optional*, defaults to 1.0):
+            Initial temperature of the Gumbel-softmax over negative salience used for soft overwrites in training
+            (halved every 10 epochs by `GumbelTemperatureCallback`).
+        coref_threshold (`float`, *optional*, defaults to 0.5):
+            Decision threshold on the span link probability; tune it on validation data (best values are small).
+        pad_token_id (`int`, *optional*, defaults to 0):
+            Padding id of the incremental reader's vocabulary (BERT's `[PAD]`).
+        bos_token_id (`int`, *optional*):
+            Beginning-of-sequence id used by `generate` when no prompt is given.
+        eos_token_id (`int`, *optional*):
+            End-of-sequence id that stops `generate`.
+        tie_word_embeddings (`bool`, *optional*, defaults to `False`):
+            Share the input embeddings with the LM output projection (needs `embedding_size == hidden_size`). The
+            authors' reader has a separate output projection.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialiser of linear layers and embeddings.
+        evaluation_results (`list[dict]`, *optional*):
+            Measured results reported in the model card; add them with `record_evaluation`.
+
+    Example:
+
+    ```python
+    >>> from hf_entity_models import RefReaderConfig, RefReaderForCoreference
+    >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16, num_memory_cells=2)
+    >>> config.uses_encoder, config.key_size
+    (False, 16)
+    >>> model = RefReaderForCoreference(config)
+
+    ```
+    """
+
+    model_type = "refreader"
+    keys_to_ignore_at_inference = ["coref_loss", "lm_loss", "memory_keys", "memory_values", "hidden_states"]
+    sub_configs_defaults = {
+        "encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert", optional=True)
+    }
+
+    encoder_config: dict | PreTrainedConfig | None = None
+    encoder_layers: list[int] | tuple[int, ...] = (-1, -2, -3, -4)
+    encoder_window_size: int | None = None
+    encoder_window_overlap: int | None = None
+    vocab_size: int = 30522
+    embedding_size: int = 300
+    freeze_embeddings: bool = False
+    hidden_size: int = 300
+    key_size: int | None = None
+    num_memory_cells: int = 2
+    entity_half_life: float | int = 4
+    non_entity_half_life: float | int = 30
+    initial_salience: float = 1e-7
+    dropout: float | int = 0.5
+    self_link_weight: float | int = 0.1
+    positive_link_weight: float | int = 5.0
+    negative_link_weight: float | int = 50.0
+    other_pair_weight: float | int = 1.0
+    lm_loss_weight: float | int = 0.0
+    gumbel_temperature: float | int = 1.0
+    coref_threshold: float | int = 0.5
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    tie_word_embeddings: bool = False
+    initializer_range: float = 0.02
+    evaluation_results: list[dict] | None = None
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self.encoder_layers = [int(layer) for layer in self.encoder_layers]
+        if self.key_size is None:
+            self.key_size = ENCODER_KEY_SIZE if self.uses_encoder else INCREMENTAL_KEY_SIZE
+        self._check_values()
+
+    @property
+    def uses_encoder(self) -> bool:
+        """True when the reader reads the features of a frozen encoder, False in the purely incremental mode."""
+        return self.encoder_config is not None
+
+    @property
+    def input_feature_size(self) -> int:
+        """Size D_x of the reader's inputs x_t: concatenated encoder layers, or the word embeddings."""
+        if self.uses_encoder:
+            return len(self.encoder_layers) * self.encoder_config.hidden_size
+        return self.embedding_size
+
+    @property
+    def entity_decay(self) -> float:
+        """gamma_e of Eq. 2: salience kept per entity mention."""
+        return math.exp(math.log(0.5) / self.entity_half_life)
+
+    @property
+    def non_entity_decay(self) -> float:
+        """gamma_n of Eq. 2: salience kept per non-entity token."""
+        return math.exp(math.log(0.5) / self.non_entity_half_life)
+
+    @property
+    def max_encoder_window(self) -> int:
+        """Longest token window the encoder is given at once."""
+        if self.encoder_window_size is not None:
+            return self.encoder_window_size
+        return getattr(self.encoder_config, "max_position_embeddings", 512)
+
+    @property
+    def effective_window_overlap(self) -> int:
+        """Tokens shared by consecutive encoder windows."""
+        if self.encoder_window_overlap is not None:
+            return self.encoder_window_overlap
+        return self.max_encoder_window // 4
+
+    def record_evaluation(
+        self,
+        task: str,
+        dataset: str,
+        split: str,
+        metric: str,
+        value: float,
+        threshold: float | None = None,
+        dataset_name: str | None = None,
+        metric_name: str | None = None,
+    ) -> None:
+        """Record one measured result so that the model card reports it (replacing an earlier value of the same
+        task, dataset, split and metric).
+
+        Example:
+
+        ```python
+        >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16)
+        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)
+        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]
+        [('f1', 0.7)]
+
+        ```
+        """
+        self.evaluation_results = with_recorded_result(
+            self.evaluation_results,
+            task=task,
+            dataset=dataset,
+            split=split,
+            metric=metric,
+            value=value,
+            threshold=threshold,
+            dataset_name=dataset_name,
+            metric_name=metric_name,
+        )
+
+    def validate_evaluation_results(self) -> None:
+        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
+        check_evaluation_results(self.evaluation_results)
+
+    def _check_values(self) -> None:
+        for name in ("hidden_size", "key_size", "vocab_size", "embedding_size"):
+            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
+        _require(
+            self.num_memory_cells >= 1,
+            f"num_memory_cells must be >= 1, got {self.num_memory_cells}; the paper uses 2 (and 4).",
+        )
+        for name in ("entity_half_life", "non_entity_half_life"):
+            _require(getattr(self, name) > 0, f"{name} is a number of tokens and must be > 0, got {getattr(self, name)}.")
+        _require(
+            0.0 < self.initial_salience < 1.0,
+            f"initial_salience must be in (0, 1), got {self.initial_salience} (authors' code: 1e-7).",
+        )
+        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}.")
+        for name in (
+            "self_link_weight",
+            "positive_link_weight",
+            "negative_link_weight",
+            "other_pair_weight",
+            "lm_loss_weight",
+        ):
+            _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
+        _require(
+            0.0 <= self.coref_threshold <= 1.0,
+            f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
+        )
+        if self.pad_token_id is not None:
+            _require(
+                0 <= self.pad_token_id < self.vocab_size,
+                f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id}.",
+            )
+        if self.tie_word_embeddings:
+            _require(
+                not self.uses_encoder and self.embedding_size == self.hidden_size,
+                "tie_word_embeddings needs the incremental mode and embedding_size == hidden_size, got "
+                f"embedding_size={self.embedding_size}, hidden_size={self.hidden_size}; set tie_word_embeddings=False.",
+            )
+        _require(
+            not (self.uses_encoder and self.lm_loss_weight > 0),
+            "lm_loss_weight > 0 needs the incremental mode (encoder_config=None): with encoder features the reader "
+            "sees future tokens, so next-word prediction is meaningless.",
+        )
+        if self.uses_encoder:
+            self._check_encoder_fields()
+        self.validate_evaluation_results()
+
+    def _check_encoder_fields(self) -> None:
+        num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
+        _require(len(self.encoder_layers) >= 1, "encoder_layers must name at least one encoder layer, e.g. [-1].")
+        _require(
+            len(set(self.encoder_layers)) == len(self.encoder_layers),
+            f"encoder_layers must not repeat a layer, got {self.encoder_layers}.",
+        )
+        if num_layers is not None:
+            valid = range(-(num_layers + 1), num_layers + 1)  # hidden_states: embeddings + one per layer
+            bad = [layer for layer in self.encoder_layers if layer not in valid]
+            _require(
+                not bad,
+                f"encoder_layers {bad} do not exist in an encoder with {num_layers} layers; use indices in "
+                f"[-{num_layers + 1}, {num_layers}] (0 = embeddings, -1 = last layer).",
+            )
+        window = self.max_encoder_window
+        _require(window >= 2, f"encoder_window_size must be >= 2, got {window}.")
+        _require(
+            0 <= self.effective_window_overlap < window,
+            f"encoder_window_overlap must be in [0, encoder window size {window}), got {self.encoder_window_overlap}.",
+        )
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+__all__ = ["RefReaderConfig"]

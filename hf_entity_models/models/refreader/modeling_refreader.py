@@ -1,0 +1,905 @@
+"""PyTorch Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A Recurrent Entity
+Network for Anaphora Resolution").
+
+This file is self-contained (it imports only torch, transformers and its own folder) so that
+``register_for_auto_class`` can copy it to the Hub and ``trust_remote_code=True`` loads it without our package.
+
+Equation numbers refer to the paper. Shapes use B = batch, T = tokens, N = memory cells, H = hidden size,
+K = key size, V = vocabulary, P = token pairs, C = candidate spans.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput, logging
+
+from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
+from .coreference_links import (
+    IGNORE_INDEX,
+    LINK_NEGATIVE,
+    LINK_POSITIVE,
+    LINK_SELF,
+    LOG_EPSILON,
+    active_documents_per_step,
+    check_link_inputs,
+    check_right_padding,
+    encode_in_windows,
+    gather_tokens,
+    packed_positions,
+    span_link_probabilities,
+    unpack_steps,
+)
+from .card_refreader import REFREADER_MODEL_CARD
+from .entity_hub import EntityHubMixin
+
+logger = logging.get_logger(__name__)
+
+# Columns of the per-step gate log, in the order the recurrence writes them (after the three per-cell blocks).
+_ENTITY, _REFERENCE, _MEMORY_GATE = 0, 1, 2
+
+
+@dataclass
+class RefReaderModelOutput(ModelOutput):
+    r"""
+    Output of [`RefReaderModel`]: the hidden states and the memory log of every token.
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
+            GRU states h_t after output dropout (what the LM head reads).
+        entity_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            Entity gate e_t; 0 on special tokens and padding.
+        reference_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            Reference gate r_t = sigma(phi_r . h~_t) * e_t: the token refers to an entity already in memory.
+        overwrite_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Overwrite gates o_t^i: the token starts a new entity in cell i.
+        coref_probs (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Update gates u_t^i: the token refers to the entity stored in cell i (the paper's "update"; named like
+            PeTra's coreference gates so that the pipeline and plots read both models).
+        salience (`torch.FloatTensor` of shape `(batch_size, sequence_length, num_memory_cells)`):
+            Salience s_t^i after reading token t (Eq. 3).
+        memory_gate (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            c_t of Eq. 1: how much of the memory summary enters the GRU state.
+        memory_keys (`torch.FloatTensor` of shape `(batch_size, num_memory_cells, key_size)`):
+            Memory keys after the last token.
+        memory_values (`torch.FloatTensor` of shape `(batch_size, num_memory_cells, hidden_size)`):
+            Memory values after the last token.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    entity_probs: torch.FloatTensor | None = None
+    reference_probs: torch.FloatTensor | None = None
+    overwrite_probs: torch.FloatTensor | None = None
+    coref_probs: torch.FloatTensor | None = None
+    salience: torch.FloatTensor | None = None
+    memory_gate: torch.FloatTensor | None = None
+    memory_keys: torch.FloatTensor | None = None
+    memory_values: torch.FloatTensor | None = None
+
+
+@dataclass
+class RefReaderCoreferenceOutput(ModelOutput):
+    r"""
+    Output of [`RefReaderForCoreference`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `link_labels` is given):
+            `coref_loss + lm_loss_weight * lm_loss`.
+        candidate_scores (`torch.FloatTensor` of shape `(batch_size, num_candidates)`, *optional*):
+            Link probability between the pronoun and every candidate span: the maximum of Eq. 5 over their token
+            pairs (a name is linked if any of its tokens is). 0 for padded candidates.
+        entity_probs, reference_probs, overwrite_probs, coref_probs, salience, memory_gate:
+            The memory log, as in [`RefReaderModelOutput`].
+        coref_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Weighted binary cross-entropy of Eq. 5 over all token pairs of each document (section 2.4), summed
+            over pairs and averaged over documents.
+        lm_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Next-token cross-entropy, when `config.lm_loss_weight > 0`.
+    """
+
+    loss: torch.FloatTensor | None = None
+    candidate_scores: torch.FloatTensor | None = None
+    entity_probs: torch.FloatTensor | None = None
+    reference_probs: torch.FloatTensor | None = None
+    overwrite_probs: torch.FloatTensor | None = None
+    coref_probs: torch.FloatTensor | None = None
+    salience: torch.FloatTensor | None = None
+    memory_gate: torch.FloatTensor | None = None
+    coref_loss: torch.FloatTensor | None = None
+    lm_loss: torch.FloatTensor | None = None
+
+
+@dataclass
+class RefReaderCausalLMOutput(ModelOutput):
+    r"""
+    Output of [`RefReaderForCausalLM`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
+            Mean next-token cross-entropy (labels are shifted inside the model, as in GPT-2).
+        logits (`torch.FloatTensor` of shape `(batch_size, sequence_length, vocab_size)`):
+            Next-token scores P(w_{t+1} | h_t).
+        entity_probs, overwrite_probs, coref_probs, salience:
+            The memory log, as in [`RefReaderModelOutput`]: the LM may use the memory without coreference labels.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    entity_probs: torch.FloatTensor | None = None
+    overwrite_probs: torch.FloatTensor | None = None
+    coref_probs: torch.FloatTensor | None = None
+    salience: torch.FloatTensor | None = None
+
+
+class RefReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
+    config: RefReaderConfig
+    config_class = RefReaderConfig
+    base_model_prefix = "refreader"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _model_card_spec = REFREADER_MODEL_CARD
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
+        super()._init_weights(module)
+        if isinstance(module, nn.GRUCell):
+            bound = 1.0 / math.sqrt(module.hidden_size)
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, RefReaderModel):
+            # Learned initial state, as in the authors' code (standard normal).
+            init.normal_(module.initial_hidden)
+            init.normal_(module.initial_keys)
+            init.normal_(module.initial_values)
+            init.zeros_(module.query_bias)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a tuple
+        # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
+        for module in model.modules():
+            if isinstance(module, RefReaderModel):
+                module.freeze_fixed_parts()
+        return loaded
+
+
+class RefReaderModel(RefReaderPreTrainedModel):
+    """
+    The Referential Reader body: inputs x_t (own embeddings or frozen encoder features), the memory-gated GRU
+    (Eq. 1) and the entity memory (section 2.2), read left to right.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_entity_models import RefReaderConfig, RefReaderModel
+    >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16, num_memory_cells=2)
+    >>> model = RefReaderModel(config).eval()
+    >>> out = model(input_ids=torch.tensor([[5, 17, 42, 8]]))
+    >>> out.overwrite_probs.shape, out.salience.shape
+    (torch.Size([1, 4, 2]), torch.Size([1, 4, 2]))
+
+    ```
+    """
+
+    def __init__(self, config: RefReaderConfig):
+        super().__init__(config)
+        hidden, key, cells = config.hidden_size, config.key_size, config.num_memory_cells
+        if config.uses_encoder:
+            self.encoder = AutoModel.from_config(config.encoder_config)
+            self.embeddings = None
+        else:
+            self.encoder = None
+            self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.dropout = nn.Dropout(config.dropout)
+        # Pre-recurrent state h~_t = tanh(W h_{t-1} + U x_t).
+        self.input_projection = nn.Linear(config.input_feature_size, hidden)
+        self.recurrent_projection = nn.Linear(hidden, hidden, bias=False)
+        # Gates read from h~_t: entity e_t, reference r_t, memory gate c_t (Eq. 1).
+        self.entity_gate = nn.Linear(hidden, 1)
+        self.reference_gate = nn.Linear(hidden, 1)
+        self.memory_gate = nn.Linear(hidden, 1)
+        # f_q: two-layer feed-forward query network; b: the attention bias.
+        self.query_hidden = nn.Linear(hidden, key)
+        self.query_output = nn.Linear(key, key)
+        self.query_bias = nn.Parameter(torch.zeros(1))
+        # f_k: two-layer residual tanh network; f_v: tanh(linear). Overwrite candidates.
+        self.key_candidate_hidden = nn.Linear(hidden, key)
+        self.key_candidate_output = nn.Linear(key, key)
+        self.value_candidate = nn.Linear(hidden, hidden)
+        # Update candidates GRU(candidate as input, old cell as hidden state), one call over all cells.
+        self.key_update = nn.GRUCell(key, key)
+        self.value_update = nn.GRUCell(hidden, hidden)
+        self.gru = nn.GRUCell(config.input_feature_size, hidden)
+        self.initial_hidden = nn.Parameter(torch.zeros(hidden))
+        self.initial_keys = nn.Parameter(torch.zeros(cells, key))
+        self.initial_values = nn.Parameter(torch.zeros(cells, hidden))
+        self.gumbel_temperature = float(config.gumbel_temperature)
+        self.post_init()
+        self.freeze_fixed_parts()
+
+    # ------------------------------------------------------------------------------------------------ setup
+    def freeze_fixed_parts(self) -> None:
+        """Keep the encoder (always) and the word embeddings (with `freeze_embeddings`) out of training."""
+        if self.encoder is not None:
+            self.encoder.requires_grad_(False)
+        if self.embeddings is not None and self.config.freeze_embeddings:
+            self.embeddings.requires_grad_(False)
+
+    def get_input_embeddings(self) -> nn.Embedding | None:
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        if self.embeddings is None:
+            raise ValueError("This reader reads encoder features and has no word embeddings to replace.")
+        self.embeddings = value
+
+    def load_word_vectors(self, vectors: torch.Tensor) -> None:
+        """Initialise the word embeddings from pretrained vectors (the paper uses GloVe) of shape `(V, D_x)`.
+
+        Example:
+
+        ```python
+        >>> import torch
+        >>> model = RefReaderModel(RefReaderConfig(vocab_size=10, embedding_size=4, hidden_size=4))
+        >>> model.load_word_vectors(torch.ones(10, 4))
+        >>> float(model.embeddings.weight.sum())
+        40.0
+
+        ```
+        """
+        if self.embeddings is None:
+            raise ValueError("load_word_vectors needs the incremental mode; this reader reads encoder features.")
+        expected = tuple(self.embeddings.weight.shape)
+        if not isinstance(vectors, torch.Tensor) or tuple(vectors.shape) != expected:
+            shape = tuple(vectors.shape) if isinstance(vectors, torch.Tensor) else type(vectors).__name__
+            raise ValueError(f"vectors must be a tensor of shape {expected} (vocab_size, embedding_size), got {shape}.")
+        if not torch.isfinite(vectors).all():
+            raise ValueError("vectors contain NaN or infinite values.")
+        with torch.no_grad():
+            self.embeddings.weight.copy_(vectors.to(self.embeddings.weight))
+
+    def set_gumbel_temperature(self, temperature: float) -> None:
+        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
+        if not temperature > 0:
+            raise ValueError(f"The Gumbel temperature must be > 0, got {temperature}.")
+        self.gumbel_temperature = float(temperature)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.encoder is not None:
+            # A frozen encoder is a fixed feature extractor: no dropout inside it, so cached features match.
+            self.encoder.eval()
+        return self
+
+    # ----------------------------------------------------------------------------------------------- inputs
+    def get_encoder_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.FloatTensor:
+        """Concatenate the configured encoder layers for every token: `(B, T, input_feature_size)`.
+
+        Documents longer than the encoder window are encoded on their own in overlapping windows; padding gets 0.
+        """
+        if self.encoder is None:
+            raise ValueError("This reader is purely incremental (no encoder); it reads input_ids through embeddings.")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        with torch.no_grad():
+            features = encode_in_windows(
+                self._encode_window,
+                input_ids,
+                attention_mask,
+                self.config.max_encoder_window,
+                self.config.effective_window_overlap,
+            )
+        return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
+
+    def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
+        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        return torch.cat([outputs.hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
+
+    def _resolve_inputs(
+        self,
+        input_ids: torch.LongTensor | None,
+        attention_mask: torch.Tensor | None,
+        encoder_features: torch.FloatTensor | None,
+    ) -> tuple[torch.FloatTensor, torch.Tensor]:
+        if encoder_features is not None:
+            if self.encoder is None:
+                raise ValueError("encoder_features were given, but this reader is purely incremental: pass input_ids.")
+            if input_ids is not None:
+                raise ValueError("Pass either `input_ids` or `encoder_features` (cached encoder output), not both.")
+            size = self.config.input_feature_size
+            if encoder_features.dim() != 3 or encoder_features.shape[-1] != size:
+                raise ValueError(
+                    f"encoder_features must have shape (batch, tokens, {size}), got {tuple(encoder_features.shape)}; "
+                    "compute them with `model.get_encoder_features(input_ids, attention_mask)`."
+                )
+            reference = encoder_features[..., 0]
+        else:
+            if input_ids is None:
+                raise ValueError("Pass `input_ids` (or cached `encoder_features` with an encoder).")
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}.")
+            vocab_size = self.config.encoder_config.vocab_size if self.encoder is not None else self.config.vocab_size
+            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab_size):
+                raise ValueError(
+                    f"input_ids must lie in [0, {vocab_size}) (the vocabulary), got values in "
+                    f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the model's own tokenizer."
+                )
+            reference = input_ids
+        if reference.shape[1] == 0:
+            raise ValueError("The input has no tokens; the reader needs at least one token per document.")
+        if attention_mask is None:
+            attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
+        if tuple(attention_mask.shape) != tuple(reference.shape[:2]):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has {tuple(reference.shape[:2])}."
+            )
+        check_right_padding(attention_mask)
+        if encoder_features is None:
+            if self.encoder is not None:
+                encoder_features = self.get_encoder_features(input_ids, attention_mask)
+            else:
+                encoder_features = self.embeddings(input_ids)
+        return encoder_features.to(self.input_projection.weight.dtype), attention_mask
+
+    # ------------------------------------------------------------------------------------------------ forward
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        special_tokens_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> RefReaderModelOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Token ids: the reader's vocabulary (incremental mode) or the encoder's.
+            attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for real tokens, 0 for padding. Padding must be on the right: the reader reads left to right.
+            special_tokens_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for special tokens ([CLS], [SEP], ...), which can never be entity mentions (their e_t is 0).
+            encoder_features (`torch.FloatTensor` of shape `(batch_size, sequence_length, input_feature_size)`, *optional*):
+                Cached output of `get_encoder_features` (encoder mode only); skips the encoder.
+            token_type_ids (`torch.LongTensor`, *optional*):
+                Accepted so that tokenizer outputs can be passed as they are; must be all zeros (one text segment).
+        """
+        if kwargs:
+            raise TypeError(f"RefReaderModel.forward got unexpected arguments: {sorted(kwargs)}.")
+        if token_type_ids is not None and bool((token_type_ids != 0).any()):
+            raise ValueError("token_type_ids must be all zeros: the reader reads a single text segment.")
+        inputs, attention_mask = self._resolve_inputs(input_ids, attention_mask, encoder_features)
+        token_mask = attention_mask.bool()
+        if special_tokens_mask is not None:
+            if tuple(special_tokens_mask.shape) != tuple(attention_mask.shape):
+                raise ValueError(
+                    f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)} but attention_mask has "
+                    f"{tuple(attention_mask.shape)}."
+                )
+            token_mask = token_mask & ~special_tokens_mask.bool()
+        hidden_states, log, keys, values = self._read(self.dropout(inputs), token_mask, attention_mask.sum(-1))
+        cells = self.config.num_memory_cells
+        gates = log[..., 3 * cells :]
+        return RefReaderModelOutput(
+            last_hidden_state=self.dropout(hidden_states),
+            entity_probs=gates[..., _ENTITY],
+            reference_probs=gates[..., _REFERENCE],
+            overwrite_probs=log[..., cells : 2 * cells],
+            coref_probs=log[..., :cells],
+            salience=log[..., 2 * cells : 3 * cells],
+            memory_gate=gates[..., _MEMORY_GATE],
+            memory_keys=keys,
+            memory_values=values,
+        )
+
+    def _read(
+        self, inputs: torch.Tensor, token_mask: torch.Tensor, lengths: torch.LongTensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Read the tokens left to right, all documents and memory cells at once.
+
+        Documents are read longest first and leave the batch after their last token, so the work follows the
+        number of real tokens, not batch x longest document. The input halves of the pre-recurrent state and of
+        the GRU are projected for all tokens in one matmul each.
+
+        Returns:
+            GRU states `(B, T, H)`, the gate log `(B, T, 3N + 3)` (update, overwrite, salience per cell, then entity,
+            reference and memory gates), and the final memory keys `(B, N, K)` and values `(B, N, H)`.
+        """
+        batch_size, padded_length, _ = inputs.shape
+        order = torch.argsort(lengths, descending=True, stable=True)
+        active_per_step = active_documents_per_step(lengths[order].tolist())
+        inputs, token_mask = inputs[order], token_mask[order]
+
+        pre_recurrent_inputs = self.input_projection(inputs)
+        gru_inputs = F.linear(inputs, self.gru.weight_ih, self.gru.bias_ih)
+        # Everything computed from h~_t, in one matmul per step: gates, query and key hidden layers, value candidate.
+        readers = (self.entity_gate, self.reference_gate, self.memory_gate, self.query_hidden,
+                   self.key_candidate_hidden, self.value_candidate)  # fmt: skip
+        fused_weight = torch.cat([layer.weight for layer in readers], dim=0)
+        fused_bias = torch.cat([layer.bias for layer in readers], dim=0)
+
+        state = self._initial_state(batch_size, inputs)
+        finished: list[tuple[torch.Tensor, torch.Tensor]] = []
+        hidden_log, gate_log = [], []
+        steps = zip(active_per_step, pre_recurrent_inputs.unbind(1), gru_inputs.unbind(1), token_mask.unbind(1))
+        for active, pre_input, gru_input, is_token in steps:
+            if active < state[0].shape[0]:
+                finished.append((state[1][active:], state[2][active:]))
+                state = tuple(part[:active] for part in state)
+            state, hidden, gates = self._step(
+                state, pre_input[:active], gru_input[:active], is_token[:active], fused_weight, fused_bias
+            )
+            hidden_log.append(hidden)
+            gate_log.append(gates)
+        # Documents left the batch shortest last, so the final memories in sorted order are the reverse.
+        keys = torch.cat([state[1], *(keys for keys, _ in reversed(finished))], dim=0)
+        values = torch.cat([state[2], *(values for _, values in reversed(finished))], dim=0)
+
+        unsort = torch.argsort(order)
+        positions = packed_positions(active_per_step, padded_length, inputs.device)
+        hidden_states = unpack_steps(hidden_log, positions, batch_size, padded_length)[unsort]
+        log = unpack_steps(gate_log, positions, batch_size, padded_length)[unsort]
+        return hidden_states, log, keys[unsort], values[unsort]
+
+    def _initial_state(self, batch_size: int, reference: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cells = self.config.num_memory_cells
+        hidden = self.initial_hidden.unsqueeze(0).expand(batch_size, -1)
+        keys = self.initial_keys.unsqueeze(0).expand(batch_size, -1, -1)
+        values = self.initial_values.unsqueeze(0).expand(batch_size, -1, -1)
+        salience = reference.new_full((batch_size, cells), self.config.initial_salience)
+        return hidden, keys, values, salience
+
+    def _step(
+        self,
+        state: tuple[torch.Tensor, ...],
+        pre_input: torch.Tensor,
+        gru_input: torch.Tensor,
+        is_token: torch.Tensor,
+        fused_weight: torch.Tensor,
+        fused_bias: torch.Tensor,
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """One token for every active document: gates, salience, memory read, GRU, memory write."""
+        hidden, keys, values, salience = state
+        key_size, hidden_size = self.config.key_size, self.config.hidden_size
+        pre_recurrent = self.dropout(torch.tanh(pre_input + self.recurrent_projection(hidden)))
+        fused = F.linear(pre_recurrent, fused_weight, fused_bias)
+        gate_logits, query_hidden, key_hidden, value_logits = fused.split([3, key_size, key_size, hidden_size], -1)
+
+        entity = torch.sigmoid(gate_logits[:, :1]) * is_token.unsqueeze(-1)  # special tokens and padding: 0
+        reference = torch.sigmoid(gate_logits[:, 1:2]) * entity
+        query = self.query_output(torch.tanh(query_hidden))
+        scores = torch.einsum("bnk,bk->bn", keys, query) + self.query_bias
+        attention = reference * torch.softmax(scores, dim=-1)
+        update = torch.minimum(attention, 2 * salience)
+        overwrite_amount = torch.clamp(entity - update.sum(-1, keepdim=True), 0.0, 1.0)
+        overwrite = overwrite_amount * self._least_salient_choice(salience)
+        remember = torch.clamp(1 - update - overwrite, 0.0, 1.0)
+
+        # Eqs. 2-3, with the decay mixed by the amount actually written (authors' code).
+        written = (update + overwrite).sum(-1, keepdim=True)
+        decay = written * self.config.entity_decay + (1 - written) * self.config.non_entity_decay
+        salience = update + overwrite + remember * salience * decay
+
+        # Eq. 1: the memory summary uses the new salience and the values before this token's write.
+        memory_summary = torch.einsum("bn,bnh->bh", salience, values)
+        memory_gate = torch.minimum(torch.sigmoid(gate_logits[:, 2:3]), salience.sum(-1, keepdim=True))
+        mixed = (1 - memory_gate) * hidden + memory_gate * memory_summary
+        hidden = _gru_cell(gru_input, mixed, self.gru)
+
+        keys, values = self._write_memory(keys, values, key_hidden, value_logits, update, overwrite, remember)
+        gates = torch.cat([update, overwrite, salience, entity, reference, memory_gate], dim=-1)
+        return (hidden, keys, values, salience), hidden, gates
+
+    def _least_salient_choice(self, salience: torch.Tensor) -> torch.Tensor:
+        """Which cell an overwrite goes to: Gumbel-softmax over -s in training, one-hot argmin at evaluation."""
+        if self.training:
+            return F.gumbel_softmax(-salience, tau=self.gumbel_temperature, hard=False, dim=-1)
+        return F.one_hot(salience.argmin(dim=-1), salience.shape[-1]).to(salience.dtype)
+
+    def _write_memory(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_hidden: torch.Tensor,
+        value_logits: torch.Tensor,
+        update: torch.Tensor,
+        overwrite: torch.Tensor,
+        remember: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Section 2.2, memory state: keep, overwrite with the candidate, or update through the GRUs (all cells)."""
+        residual = torch.tanh(key_hidden)
+        key_candidate = residual + self.dropout(torch.tanh(self.key_candidate_output(self.dropout(residual))))
+        value_candidate = torch.tanh(value_logits)
+        key_updated = _gru_cell(
+            F.linear(key_candidate, self.key_update.weight_ih, self.key_update.bias_ih).unsqueeze(1), keys,
+            self.key_update,
+        )
+        value_updated = _gru_cell(
+            F.linear(value_candidate, self.value_update.weight_ih, self.value_update.bias_ih).unsqueeze(1), values,
+            self.value_update,
+        )
+        update, overwrite, remember = update.unsqueeze(-1), overwrite.unsqueeze(-1), remember.unsqueeze(-1)
+        keys = update * key_updated + overwrite * key_candidate.unsqueeze(1) + remember * keys
+        values = update * value_updated + overwrite * value_candidate.unsqueeze(1) + remember * values
+        return keys, values
+
+
+def _gru_cell(input_gates: torch.Tensor, hidden: torch.Tensor, cell: nn.GRUCell) -> torch.Tensor:
+    """`cell(input, hidden)` given the input projection `W_ih x + b_ih` (precomputed, or shared by all cells).
+
+    Same equations as `torch.nn.GRUCell`; `input_gates` broadcasts against `hidden`'s leading dimensions.
+    """
+    hidden_gates = F.linear(hidden, cell.weight_hh, cell.bias_hh)
+    input_reset, input_update, input_new = input_gates.chunk(3, dim=-1)
+    hidden_reset, hidden_update, hidden_new = hidden_gates.chunk(3, dim=-1)
+    reset = torch.sigmoid(input_reset + hidden_reset)
+    update = torch.sigmoid(input_update + hidden_update)
+    new = torch.tanh(input_new + reset * hidden_new)
+    return (1 - update) * new + update * hidden
+
+
+# ----------------------------------------------------------------------------------------------- link probability
+class RefReaderLinkLogProbability:
+    """Log of the coreference probability of Eqs. 4-5 for any token pairs, or for all pairs at once.
+
+    log psi(t1, t2) = logsumexp_i [ log(u + o)_{t1,i} + sum_{t1 < t < t2} log(1 - o_{t,i}) + log u_{t2,i} ]
+
+    The product of Eq. 4 runs over the tokens strictly between the pair (authors' code: an overwrite at t2 does not
+    break the link its update makes). It is a difference of one float64 cumulative sum, so a pair costs O(N).
+    """
+
+    def __init__(self, overwrite_probs: torch.Tensor, update_probs: torch.Tensor):
+        self.log_write = torch.log((overwrite_probs + update_probs).clamp(LOG_EPSILON, 1.0))
+        self.log_update = torch.log(update_probs.clamp(LOG_EPSILON, 1.0))
+        log_keep = torch.log((1 - overwrite_probs).clamp(LOG_EPSILON, 1.0)).double()
+        self.kept_through = torch.cumsum(log_keep, dim=1)  # sum over tokens <= t
+        # sum over tokens < t: the same sum shifted by one token.
+        self.kept_before = F.pad(self.kept_through, (0, 0, 1, 0))[:, :-1]
+
+    def __call__(self, pairs: torch.LongTensor) -> torch.Tensor:
+        """Log link probability of `pairs` `(B, P, 2)` with `pairs[..., 0] < pairs[..., 1]`; returns `(B, P)`."""
+        first, second = pairs[..., 0], pairs[..., 1]
+        kept = gather_tokens(self.kept_before, second) - gather_tokens(self.kept_through, first)
+        per_cell = gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
+        return torch.logsumexp(per_cell + gather_tokens(self.log_update, second), dim=-1)
+
+    def all_pairs(self) -> torch.Tensor:
+        """`(B, T, T)` log link probability of every pair (t1, t2); only entries with t1 < t2 are meaningful."""
+        first = self.log_write.double() - self.kept_through
+        second = self.log_update.double() + self.kept_before
+        return torch.logsumexp(first.unsqueeze(2) + second.unsqueeze(1), dim=-1).to(self.log_write.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------- heads
+class RefReaderForCoreference(RefReaderPreTrainedModel):
+    """
+    The Referential Reader with the all-pairs coreference loss of section 2.4 (optionally plus the LM loss) and the
+    span link probabilities used on GAP (section 3).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_entity_models import RefReaderConfig, RefReaderForCoreference
+    >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16)
+    >>> model = RefReaderForCoreference(config).eval()
+    >>> out = model(
+    ...     input_ids=torch.tensor([[3, 11, 12, 40, 13, 4]]),
+    ...     pronoun_spans=torch.tensor([[4, 5]]),
+    ...     candidate_spans=torch.tensor([[[1, 2], [2, 3]]]),
+    ... )
+    >>> out.candidate_scores.shape
+    torch.Size([1, 2])
+
+    ```
+    """
+
+    # GAP token pairs this model is trained on (see `tasks.coreference.build_link_pairs`).
+    gap_link_scheme = "refreader"
+
+    def __init__(self, config: RefReaderConfig):
+        super().__init__(config)
+        self.refreader = RefReaderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size) if config.lm_loss_weight > 0 else None
+        self.post_init()
+
+    @classmethod
+    def from_encoder(cls, encoder_name_or_path: str, **config_overrides) -> "RefReaderForCoreference":
+        """Build a fresh reader on the features of a pretrained, frozen encoder (the paper's "coref + BERT").
+
+        The key size defaults to 32, the paper's value with BERT.
+
+        Example:
+
+        ```python
+        >>> model = RefReaderForCoreference.from_encoder("bert-base-cased")  # doctest: +SKIP
+
+        ```
+        """
+        encoder = AutoModel.from_pretrained(encoder_name_or_path)
+        config_overrides.setdefault("key_size", ENCODER_KEY_SIZE)
+        config = RefReaderConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
+        model = cls(config)
+        missing, unexpected = model.refreader.encoder.load_state_dict(encoder.state_dict(), strict=False)
+        if missing or unexpected:
+            raise ValueError(
+                f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
+                f"(missing: {missing}, unexpected: {unexpected})."
+            )
+        model.config.name_or_path = str(encoder_name_or_path)
+        return model
+
+    def get_output_embeddings(self) -> nn.Linear | None:
+        return self.lm_head
+
+    def set_gumbel_temperature(self, temperature: float) -> None:
+        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
+        self.refreader.set_gumbel_temperature(temperature)
+
+    def get_encoder_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.FloatTensor:
+        """See [`RefReaderModel.get_encoder_features`]."""
+        return self.refreader.get_encoder_features(input_ids, attention_mask)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        special_tokens_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        pronoun_spans: torch.LongTensor | None = None,
+        candidate_spans: torch.LongTensor | None = None,
+        link_pairs: torch.LongTensor | None = None,
+        link_labels: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> RefReaderCoreferenceOutput:
+        r"""
+        Args:
+            input_ids, attention_mask, special_tokens_mask, encoder_features, token_type_ids:
+                As in [`RefReaderModel.forward`].
+            pronoun_spans (`torch.LongTensor` of shape `(batch_size, 2)`, *optional*):
+                Token span `[start, end)` of the pronoun of each document.
+            candidate_spans (`torch.LongTensor` of shape `(batch_size, num_candidates, 2)`, *optional*):
+                Token spans of the candidate names; rows of `-1` are padding. With `pronoun_spans`, the output has
+                `candidate_scores`.
+            link_pairs (`torch.LongTensor` of shape `(batch_size, num_pairs, 2)`, *optional*):
+                Labelled token pairs; order inside a pair does not matter. Rows of `-1` are padding.
+            link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
+                `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2) or `-100` (padding). Every other pair of
+                real, non-special tokens is a negative of weight `other_pair_weight` (section 2.4 sums over all pairs).
+        """
+        if kwargs:
+            raise TypeError(f"RefReaderForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
+        memory_output = self.refreader(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            special_tokens_mask=special_tokens_mask,
+            encoder_features=encoder_features,
+            token_type_ids=token_type_ids,
+        )
+        link_log_probs = RefReaderLinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
+        length = memory_output.entity_probs.shape[1]
+
+        candidate_scores = None
+        if (pronoun_spans is None) != (candidate_spans is None):
+            raise ValueError("Pass `pronoun_spans` and `candidate_spans` together to get `candidate_scores`.")
+        if pronoun_spans is not None:
+            candidate_scores = span_link_probabilities(link_log_probs, pronoun_spans, candidate_spans, length)
+
+        loss = coref_loss = lm_loss = None
+        if (link_pairs is None) != (link_labels is None):
+            raise ValueError("Pass `link_pairs` and `link_labels` together to compute the loss.")
+        if link_labels is not None:
+            check_link_inputs(link_pairs, link_labels, length)
+            pair_mask = _scored_tokens(memory_output.entity_probs, attention_mask, special_tokens_mask)
+            coref_loss = all_pairs_coreference_loss(
+                link_log_probs.all_pairs(), pair_mask, link_pairs, link_labels, self.config
+            )
+            loss = coref_loss
+            if self.lm_head is not None and input_ids is not None:
+                lm_loss = next_token_loss(self.lm_head(memory_output.last_hidden_state), input_ids, attention_mask)
+                loss = coref_loss + self.config.lm_loss_weight * lm_loss
+
+        return RefReaderCoreferenceOutput(
+            loss=loss,
+            candidate_scores=candidate_scores,
+            entity_probs=memory_output.entity_probs,
+            reference_probs=memory_output.reference_probs,
+            overwrite_probs=memory_output.overwrite_probs,
+            coref_probs=memory_output.coref_probs,
+            salience=memory_output.salience,
+            memory_gate=memory_output.memory_gate,
+            coref_loss=coref_loss,
+            lm_loss=lm_loss,
+        )
+
+
+class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
+    """
+    The purely incremental Referential Reader as a language model: P(w_{t+1} | h_t) from the memory-gated GRU
+    (section 2.4). Pre-train it on unlabelled text, then load the checkpoint into `RefReaderForCoreference`.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_entity_models import RefReaderConfig, RefReaderForCausalLM
+    >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16)
+    >>> model = RefReaderForCausalLM(config)
+    >>> ids = torch.tensor([[5, 17, 42, 8]])
+    >>> out = model(input_ids=ids, labels=ids)
+    >>> out.logits.shape, bool(out.loss > 0)
+    (torch.Size([1, 4, 100]), True)
+
+    ```
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "refreader.embeddings.weight"}
+
+    def __init__(self, config: RefReaderConfig):
+        super().__init__(config)
+        if config.uses_encoder:
+            raise ValueError(
+                "RefReaderForCausalLM needs the incremental mode (encoder_config=None): encoder features see future "
+                "tokens, so next-word prediction would be trivial."
+            )
+        self.refreader = RefReaderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def set_gumbel_temperature(self, temperature: float) -> None:
+        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
+        self.refreader.set_gumbel_temperature(temperature)
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # A recurrent reader has no key/value cache for generate() to allocate.
+        return False
+
+    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, attention_mask=None, **kwargs):
+        # No cache: the reader re-reads the prefix at every step (GAP-sized texts are short, the recurrence cheap).
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        special_tokens_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> RefReaderCausalLMOutput:
+        r"""
+        Args:
+            input_ids, attention_mask, special_tokens_mask, token_type_ids:
+                As in [`RefReaderModel.forward`].
+            labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Usually `input_ids`; shifted inside the model. `-100` positions are ignored.
+        """
+        # generate() passes bookkeeping arguments the reader has no use for.
+        unexpected = sorted(set(kwargs) - {"use_cache", "return_dict", "output_attentions", "output_hidden_states"})
+        if unexpected:
+            raise TypeError(f"RefReaderForCausalLM.forward got unexpected arguments: {unexpected}.")
+        memory_output = self.refreader(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            special_tokens_mask=special_tokens_mask,
+            token_type_ids=token_type_ids,
+        )
+        logits = self.lm_head(memory_output.last_hidden_state)
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(input_ids.shape):
+                raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
+            loss = next_token_loss(logits, labels, None)
+        return RefReaderCausalLMOutput(
+            loss=loss,
+            logits=logits,
+            entity_probs=memory_output.entity_probs,
+            overwrite_probs=memory_output.overwrite_probs,
+            coref_probs=memory_output.coref_probs,
+            salience=memory_output.salience,
+        )
+
+
+# ----------------------------------------------------------------------------------------------------- losses
+def all_pairs_coreference_loss(
+    pair_log_probs: torch.Tensor,
+    scored_tokens: torch.Tensor,
+    link_pairs: torch.LongTensor,
+    link_labels: torch.LongTensor,
+    config: RefReaderConfig,
+) -> torch.Tensor:
+    """Section 2.4: weighted cross-entropy of Eq. 5 over every pair t1 < t2 of scored tokens, summed per document
+    and averaged over documents.
+
+    Labelled pairs take their kind's target and weight (self 0.1, positive 5, negative 50); every other pair is a
+    negative of weight `other_pair_weight`.
+
+    Args:
+        pair_log_probs: `(B, T, T)` log psi for t1 < t2 (`RefReaderLinkLogProbability.all_pairs`).
+        scored_tokens: `(B, T)` real, non-special tokens.
+        link_pairs, link_labels: The labelled pairs (padding rows labelled -100).
+        config: Supplies the weights.
+    """
+    batch_size, length, _ = pair_log_probs.shape
+    upper = torch.ones(length, length, dtype=torch.bool, device=pair_log_probs.device).triu(1)
+    scored_pairs = upper & scored_tokens.unsqueeze(2) & scored_tokens.unsqueeze(1)
+    weights = scored_pairs.to(pair_log_probs.dtype) * config.other_pair_weight
+    targets = torch.zeros_like(pair_log_probs)
+
+    valid = link_labels != IGNORE_INDEX
+    documents = torch.arange(batch_size, device=link_labels.device).unsqueeze(1).expand_as(link_labels)[valid]
+    first = link_pairs[..., 0].minimum(link_pairs[..., 1])[valid]
+    second = link_pairs[..., 0].maximum(link_pairs[..., 1])[valid]
+    kinds = link_labels[valid]
+    label_weights = torch.tensor(
+        [config.negative_link_weight, config.positive_link_weight, config.self_link_weight],
+        dtype=pair_log_probs.dtype,
+        device=pair_log_probs.device,
+    )
+    weights = weights.index_put((documents, first, second), label_weights[kinds])
+    targets = targets.index_put((documents, first, second), (kinds != LINK_NEGATIVE).to(targets.dtype))
+
+    log_prob = pair_log_probs.clamp(max=math.log1p(-LOG_EPSILON))
+    log_complement = torch.log1p(-torch.exp(log_prob))
+    cross_entropy = -(targets * log_prob + (1 - targets) * log_complement)
+    return (weights * cross_entropy).sum(dim=(1, 2)).mean()
+
+
+def next_token_loss(
+    logits: torch.Tensor, labels: torch.LongTensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Mean cross-entropy of predicting token t+1 from position t; padding and -100 labels are ignored."""
+    targets = labels[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(~attention_mask[:, 1:].bool(), IGNORE_INDEX)
+    return F.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX
+    )
+
+
+def _scored_tokens(
+    entity_probs: torch.Tensor, attention_mask: torch.Tensor | None, special_tokens_mask: torch.Tensor | None
+) -> torch.Tensor:
+    scored = torch.ones_like(entity_probs, dtype=torch.bool)
+    if attention_mask is not None:
+        scored &= attention_mask.bool()
+    if special_tokens_mask is not None:
+        scored &= ~special_tokens_mask.bool()
+    return scored
+
+
+__all__ = [
+    "IGNORE_INDEX",
+    "LINK_NEGATIVE",
+    "LINK_POSITIVE",
+    "LINK_SELF",
+    "RefReaderCausalLMOutput",
+    "RefReaderCoreferenceOutput",
+    "RefReaderForCausalLM",
+    "RefReaderForCoreference",
+    "RefReaderLinkLogProbability",
+    "RefReaderModel",
+    "RefReaderModelOutput",
+    "RefReaderPreTrainedModel",
+    "all_pairs_coreference_loss",
+    "next_token_loss",
+]
