@@ -7,7 +7,9 @@ nothing of the package can leak in through sys.modules or an editable install.
 """
 
 import hashlib
+import importlib.util
 import json
+import re
 import os
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-import hf_entity_models.models.petra.hub_petra as hub_petra
+import hf_entity_models.models.petra.entity_hub as entity_hub
 import hf_entity_models.models.petra.modeling_petra as modeling_petra
 from hf_entity_models import AutoModelForCoreference, PetraConfig, PetraForCoreference, PetraModel
 from hf_entity_models.auto import HUB_COREFERENCE_TASK
@@ -254,6 +256,10 @@ def test_save_pretrained_writes_a_model_card_with_the_recorded_results(checkpoin
     assert f'pipeline(model="{folder}", trust_remote_code=True)' in card.text
     for section in ("## Data", "## Results", "## Decision threshold", "## How to use", "## Limitations"):
         assert section in card.text
+    # The card lists the code that trust_remote_code=True runs: exactly the code files the folder holds.
+    listed = re.search(r"code stored next to the weights \(([^;]*);", card.text).group(1)
+    code_files = {path.name for path in checkpoint["folder"].glob("*.py")}
+    assert set(re.findall(r"`([\w.]+\.py)`", listed)) == code_files
 
 
 def test_a_card_without_results_says_so_and_a_local_encoder_is_no_base_model(tmp_path):
@@ -264,8 +270,8 @@ def test_a_card_without_results_says_so_and_a_local_encoder_is_no_base_model(tmp
     assert "model-index" not in raw and card.data.eval_results is None
     assert card.data.datasets is None and card.data.base_model is None
     assert "No evaluation results are recorded" in card.text
-    assert hub_petra._hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
-    assert hub_petra._hub_model_id("./runs/encoder") is None
+    assert entity_hub.hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
+    assert entity_hub.hub_model_id("./runs/encoder") is None
 
 
 def test_record_evaluation_replaces_a_measurement_and_survives_save_and_load(tmp_path):
@@ -309,7 +315,9 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
     assert stored["custom_pipelines"] == EXPECTED_PIPELINES
     for name, source in [("configuration_petra.py", PETRA_DIR / "configuration_petra.py"),
                          ("modeling_petra.py", PETRA_DIR / "modeling_petra.py"),
-                         ("hub_petra.py", PETRA_DIR / "hub_petra.py"),
+                         ("card_petra.py", PETRA_DIR / "card_petra.py"),
+                         ("entity_hub.py", PETRA_DIR / "entity_hub.py"),
+                         ("evaluation_results.py", PETRA_DIR / "evaluation_results.py"),
                          ("pipeline.py", Path(coreference_pipeline.__file__))]:
         assert (folder / name).read_bytes() == source.read_bytes(), name
     assert "custom_pipelines" not in model.config.__dict__, "the declaration is for the saved file only"
@@ -321,10 +329,26 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
     assert type(local_pipe.model) is PetraForCoreference
 
 
+@pytest.mark.parametrize(
+    "module_name", ["modeling_other", "configuration_other", "entity_hub", "evaluation_results", "card_petra"]
+)
+def test_a_pipeline_module_named_like_a_model_file_is_refused(tmp_path, monkeypatch, module_name):
+    source = tmp_path / f"{module_name}.py"
+    source.write_text("class TextPipeline:\n    pass\n")
+    spec = importlib.util.spec_from_file_location(f"pipeline_module_{module_name}", source)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # inspect finds a class's file through sys.modules
+    spec.loader.exec_module(module)
+    subclass = type("PetraForCoreferenceCopy", (PetraForCoreference,), {"__module__": PetraForCoreference.__module__})
+    with pytest.raises(ValueError, match="must not be named like a model file"):
+        subclass.register_hub_pipeline("text-task", module.TextPipeline)  # saving would overwrite the model file
+    assert "text-task" not in subclass._hub_pipelines
+
+
 def test_a_bare_model_does_not_declare_the_pipeline_it_cannot_serve(tmp_path):
     model = PetraModel(tiny_petra_config())
     model.config.custom_pipelines = dict(EXPECTED_PIPELINES)  # as a config loaded from a coreference checkpoint
-    logger = logging.get_logger(hub_petra.__name__)
+    logger = logging.get_logger(entity_hub.__name__)
     with CaptureLogger(logger) as captured:
         model.save_pretrained(tmp_path)
     stored = json.loads((tmp_path / "config.json").read_text())
@@ -360,7 +384,8 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoint, tmp_
     assert summaries == ["initial commit", "Upload model", "Upload tokenizer"]
     assert all(commit.startswith(f"{hub.endpoint}/{REPO_ID}/commit/") for commit in pushed["commits"])
     expected_files = {"README.md", "config.json", "model.safetensors", "configuration_petra.py", "modeling_petra.py",
-                      "hub_petra.py", "pipeline.py", "tokenizer.json", "tokenizer_config.json"}
+                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "pipeline.py", "tokenizer.json",
+                      "tokenizer_config.json"}
     assert expected_files <= set(files)
     local_weights = (checkpoint["folder"] / "model.safetensors").read_bytes()
     assert files["model.safetensors"] == local_weights

@@ -1,20 +1,17 @@
 """PeTra model configuration.
 
-This file is self-contained (it imports only ``transformers`` and ``huggingface_hub``) so that it can be
-copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
+This file is self-contained (it imports only ``transformers``, ``huggingface_hub`` and ``evaluation_results.py`` of
+its own folder) so that it can be copied to the Hub with ``register_for_auto_class`` and loaded with
+``trust_remote_code=True``.
 """
-
-import math
-import numbers
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from .evaluation_results import check_evaluation_results, with_recorded_result
+
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
-# Keys of one `evaluation_results` entry: what identifies the measurement, then optional display details.
-EVALUATION_RESULT_KEYS = ("task", "dataset", "split", "metric", "value")
-EVALUATION_RESULT_OPTIONAL_KEYS = ("threshold", "dataset_name", "metric_name")
 
 
 @strict
@@ -179,8 +176,7 @@ class PetraConfig(PreTrainedConfig):
 
     def validate_evaluation_results(self) -> None:
         """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
-        for index, result in enumerate(self.evaluation_results or []):
-            _check_evaluation_result(result, f"evaluation_results[{index}]")
+        check_evaluation_results(self.evaluation_results)
 
     def record_evaluation(
         self,
@@ -219,16 +215,17 @@ class PetraConfig(PreTrainedConfig):
 
         ```
         """
-        result = {"task": task, "dataset": dataset, "split": split, "metric": metric, "value": value}
-        optional = {"threshold": threshold, "dataset_name": dataset_name, "metric_name": metric_name}
-        result.update({key: item for key, item in optional.items() if item is not None})
-        _check_evaluation_result(result, "The evaluation result")
-        # Plain floats: numpy scalars are numbers too, but the config must stay JSON-serialisable.
-        result["value"] = float(result["value"])
-        if "threshold" in result:
-            result["threshold"] = float(result["threshold"])
-        kept = [old for old in self.evaluation_results or [] if _measurement(old) != _measurement(result)]
-        self.evaluation_results = [*kept, result]
+        self.evaluation_results = with_recorded_result(
+            self.evaluation_results,
+            task=task,
+            dataset=dataset,
+            split=split,
+            metric=metric,
+            value=value,
+            threshold=threshold,
+            dataset_name=dataset_name,
+            metric_name=metric_name,
+        )
 
     def _check_encoder_fields(self) -> None:
         num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
@@ -253,44 +250,6 @@ class PetraConfig(PreTrainedConfig):
             f"encoder_window_overlap must be in [0, encoder window size {window}), got "
             f"{self.encoder_window_overlap}.",
         )
-
-
-def _measurement(result: dict) -> tuple[str, str, str, str]:
-    """What a result measured (everything but the value): one card row per measurement."""
-    return result["task"], result["dataset"], result["split"], result["metric"]
-
-
-def _check_evaluation_result(result: dict, name: str) -> None:
-    _require(isinstance(result, dict), f"{name} must be a dict, got {type(result).__name__}.")
-    missing = [key for key in EVALUATION_RESULT_KEYS if key not in result]
-    unknown = sorted(set(result) - set(EVALUATION_RESULT_KEYS) - set(EVALUATION_RESULT_OPTIONAL_KEYS))
-    _require(
-        not missing and not unknown,
-        f"{name} must have the keys {list(EVALUATION_RESULT_KEYS)} and may have "
-        f"{list(EVALUATION_RESULT_OPTIONAL_KEYS)}; missing {missing}, unknown {unknown}. Use "
-        "`config.record_evaluation(...)` to add results.",
-    )
-    for key in ("task", "dataset", "split", "metric", "dataset_name", "metric_name"):
-        if key in result:
-            _require(
-                isinstance(result[key], str) and result[key].strip() != "",
-                f"{name}: {key!r} must be a non-empty string, got {result[key]!r}.",
-            )
-    value = result["value"]
-    _require(
-        _is_number(value) and math.isfinite(value),
-        f"{name}: 'value' must be a finite number, got {value!r}; do not record undefined metrics (NaN).",
-    )
-    if "threshold" in result:
-        threshold = result["threshold"]
-        _require(
-            _is_number(threshold) and 0.0 <= threshold <= 1.0,
-            f"{name}: 'threshold' is a probability and must be in [0, 1], got {threshold!r}.",
-        )
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _require(condition: bool, message: str) -> None:

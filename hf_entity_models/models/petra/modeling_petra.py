@@ -17,8 +17,9 @@ from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
+from .card_petra import PETRA_MODEL_CARD
 from .configuration_petra import PetraConfig
-from .hub_petra import PetraHubMixin
+from .entity_hub import EntityHubMixin
 
 logger = logging.get_logger(__name__)
 
@@ -115,9 +116,11 @@ class PetraMLP(nn.Module):
         return self.output_layer(F.relu(self.hidden_layer(F.relu(projected))))
 
 
-class PetraPreTrainedModel(PetraHubMixin, PreTrainedModel):
+class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
     config: PetraConfig
     config_class = PetraConfig
+    # What the generated model card says about PeTra (entity_hub.py writes the rest).
+    _model_card_spec = PETRA_MODEL_CARD
     base_model_prefix = "petra"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False

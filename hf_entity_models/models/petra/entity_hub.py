@@ -1,15 +1,24 @@
-"""Model cards, portable saving and Hub upload for PeTra checkpoints.
+"""Model cards, portable saving and Hub upload for the checkpoints of an entity model.
 
-Part of the self-contained model folder (imports only transformers, huggingface_hub and this folder):
-`modeling_petra.py` imports it, so `save_pretrained` copies it next to the weights with the other code files.
+Model-agnostic and copied byte-identically into every model folder (tests/test_model_folder_copies.py checks the
+copies and names the reference one: edit that, then copy it over the others). A checkpoint holds only the files of its
+model folder, and this code must also run where hf_entity_models is not installed (a checkpoint loaded with
+`trust_remote_code=True` and saved or pushed again), so it cannot live in the package and be imported. It imports
+only transformers, huggingface_hub and the standard library; the modeling file imports it, so `save_pretrained`
+copies it next to the weights with the other code files.
+
+What a card says about one model (overview, configuration table, limitations, citation, usage) comes from the
+`_model_card_spec` of the model class, a `ModelCardSpec` kept in the folder's own card file.
 """
 
 import inspect
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,18 +26,85 @@ import transformers
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
+from transformers import PreTrainedConfig
 from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.utils import logging
 
-from .configuration_petra import PetraConfig
-
 logger = logging.get_logger(__name__)
 
+# Modules of a model folder that a pipeline's file must not be named like: `save_pretrained` copies the pipeline's
+# file next to the model files and would overwrite one of them.
+_MODEL_MODULE_PREFIXES = ("modeling_", "configuration_")
+_GENERIC_MODULES = ("entity_hub", "evaluation_results")
 
-class PetraHubMixin:
-    """What PeTra checkpoints add to `PreTrainedModel` saving: a model card generated from the config and its
-    recorded results, the code of registered pipelines, and a `push_to_hub` that uploads that card."""
 
+@dataclass(frozen=True)
+class ModelCardSpec:
+    """What the model card of one model says that the generic card code cannot know.
+
+    A model class sets it as `_model_card_spec`; `EntityHubMixin.create_model_card` writes everything else (Hub
+    metadata, data, results, decision threshold, how to load the checkpoint with and without the package). The
+    code files listed in the card are found from the model class's module and its relative imports.
+
+    Attributes:
+        tags: Hub tags of every checkpoint of the model, after `"hf-entity-models"`, e.g. `("my-model", "coreference")`.
+        pipeline_tag: Hub pipeline tag of the model's checkpoints, e.g. `"token-classification"`.
+        citation: BibTeX entry of the paper.
+        overview: `(config, class_name) -> str`: the paragraph under the card's title (what the model is and what
+            this class returns).
+        config_rows: `(config, class_name) -> [(name, value), ...]`: rows of the checkpoint table, written between
+            the class row and the parameter count.
+        limitations: `(config, dataset ids of the recorded results) -> [item, ...]`: limitation bullets; the
+            limitations of known datasets (e.g. GAP's) follow them.
+        usage_with_package: `(class_name, model_location) -> str`: a fenced Python block that loads the checkpoint
+            with hf-entity-models installed.
+        pipeline_examples: Python lines calling `pipe`, the pipeline saved with the checkpoint, shown after it is
+            loaded with `trust_remote_code=True` (only when the class ships a pipeline).
+        usage_note: Paragraph that closes the usage section (e.g. how offsets and long inputs are handled).
+        training_note: What the package's training recipe does with the data, closing the data section.
+        frozen_parameter_count: `model -> int`: the parameters that training leaves frozen, decided from the
+            config (a loaded model's `requires_grad` flags are not reliable); None when everything is trained.
+
+    Example:
+
+    ```python
+    >>> spec = ModelCardSpec(
+    ...     tags=("my-model", "coreference"),
+    ...     pipeline_tag="token-classification",
+    ...     citation="@inproceedings{me2024model, title = {My Model}}",
+    ...     overview=lambda config, class_name: f"A `{class_name}` checkpoint.",
+    ...     config_rows=lambda config, class_name: [("Hidden size", str(config.hidden_size))],
+    ...     limitations=lambda config, datasets: ["Trained on English only."],
+    ...     usage_with_package=lambda class_name, location: f"Load `{location}` with `AutoModel`.",
+    ... )
+    >>> spec.tags
+    ('my-model', 'coreference')
+
+    ```
+    """
+
+    tags: tuple[str, ...]
+    pipeline_tag: str
+    citation: str
+    overview: Callable[[Any, str], str]
+    config_rows: Callable[[Any, str], list[tuple[str, str]]]
+    limitations: Callable[[Any, list[str]], list[str]]
+    usage_with_package: Callable[[str, str], str]
+    pipeline_examples: tuple[str, ...] = ()
+    usage_note: str = ""
+    training_note: str = ""
+    frozen_parameter_count: Callable[[Any], int] | None = None
+
+
+class EntityHubMixin:
+    """What entity-model checkpoints add to `PreTrainedModel` saving: a model card generated from the config and its
+    recorded results, the code of registered pipelines, and a `push_to_hub` that uploads that card.
+
+    Put it before `PreTrainedModel` in the bases of the model's pretrained-model class and set `_model_card_spec`.
+    """
+
+    # What the model card says about this model (see `ModelCardSpec`); set by every model class.
+    _model_card_spec: ClassVar[ModelCardSpec]
     # Pipelines whose code `save_pretrained` writes next to the weights, per model class: task -> the
     # `custom_pipelines` entry of config.json, and module name -> source file (see `register_hub_pipeline`).
     _hub_pipelines: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -52,16 +128,19 @@ class PetraHubMixin:
         Args:
             task: Task name written in `custom_pipelines`; with a single declared task, `pipeline()` infers it.
             pipeline_class: A `transformers.Pipeline` subclass whose file imports only torch, transformers and
-                files next to it.
+                files next to it, and is not named like a file of the model folder.
             model_auto_class: Name of the transformers Auto class that loads the model remotely.
             pipeline_type: Input modality reported in `custom_pipelines` ("text").
+
+        Raises:
+            ValueError: `model_auto_class` is not a transformers class, the pipeline is defined in `__main__`, or
+                its module is named like a model file (saving would overwrite that file).
 
         Example:
 
         ```python
-        >>> from hf_entity_models import PetraForCoreference
         >>> from hf_entity_models.tasks.coreference.pipeline import CoreferencePipeline
-        >>> PetraForCoreference.register_hub_pipeline("entity-coreference", CoreferencePipeline)
+        >>> MyModelForCoreference.register_hub_pipeline("entity-coreference", CoreferencePipeline)  # doctest: +SKIP
 
         ```
         """
@@ -77,8 +156,12 @@ class PetraHubMixin:
                 "its code can be saved next to the weights."
             )
         module_name = Path(source_file).stem
-        if module_name in ("modeling_petra", "configuration_petra", Path(__file__).stem):
-            raise ValueError(f"The pipeline module must not be named like a model file, got {module_name!r}.")
+        model_modules = {Path(name).stem for name in cls._model_code_files()}
+        if module_name.startswith(_MODEL_MODULE_PREFIXES) or module_name in {*_GENERIC_MODULES, *model_modules}:
+            raise ValueError(
+                f"The pipeline module must not be named like a model file, got {module_name!r}: saving copies it "
+                "next to the model files and would overwrite one. Rename the file that defines the pipeline."
+            )
         entry = {"impl": f"{module_name}.{pipeline_class.__name__}", "pt": [model_auto_class], "type": pipeline_type}
         # Copies, not in-place updates: the class attributes of the parent class must stay untouched.
         cls._hub_pipelines = {**cls.__dict__.get("_hub_pipelines", {}), task: entry}
@@ -106,8 +189,8 @@ class PetraHubMixin:
         Example:
 
         ```python
-        >>> model.save_pretrained("runs/petra-gap")  # doctest: +SKIP
-        >>> tokenizer.save_pretrained("runs/petra-gap")  # doctest: +SKIP
+        >>> model.save_pretrained("runs/my-model")  # doctest: +SKIP
+        >>> tokenizer.save_pretrained("runs/my-model")  # doctest: +SKIP
 
         ```
         """
@@ -162,8 +245,8 @@ class PetraHubMixin:
         Example:
 
         ```python
-        >>> model.push_to_hub("me/petra-gap")  # doctest: +SKIP
-        >>> tokenizer.push_to_hub("me/petra-gap")  # doctest: +SKIP
+        >>> model.push_to_hub("me/my-model")  # doctest: +SKIP
+        >>> tokenizer.push_to_hub("me/my-model")  # doctest: +SKIP
 
         ```
         """
@@ -191,27 +274,53 @@ class PetraHubMixin:
         Example:
 
         ```python
-        >>> card = model.create_model_card("me/petra-gap")  # doctest: +SKIP
+        >>> card = model.create_model_card("me/my-model")  # doctest: +SKIP
         >>> card.data.pipeline_tag  # doctest: +SKIP
         'token-classification'
 
         ```
         """
-        return _petra_model_card(
+        pipeline_files = sorted(f"{entry['impl'].split('.')[0]}.py" for entry in self._hub_pipelines.values())
+        return _model_card(
+            self._card_spec(),
             self.config,
             class_name=type(self).__name__,
             model_location=model_location or "path/to/this/model",
             tags=[*(self.model_tags or []), *(tags or [])],
             pipelines=self._hub_pipelines,
+            code_files=[*self._model_code_files(), *pipeline_files],
             num_parameters=self._parameter_counts(),
         )
 
+    @classmethod
+    def _card_spec(cls) -> ModelCardSpec:
+        # Not an isinstance check: every model folder has its own copy of this module, hence its own ModelCardSpec.
+        spec = getattr(cls, "_model_card_spec", None)
+        if spec is None:
+            raise TypeError(
+                f"{cls.__name__} has no model card spec: set its class attribute `_model_card_spec` to a "
+                f"ModelCardSpec (kept in the card file of its model folder), got {spec!r}."
+            )
+        return spec
+
+    @classmethod
+    def _model_code_files(cls) -> list[str]:
+        """Names of the code files a checkpoint of this class ships, configuration and modeling files first.
+
+        They are the class's module and, recursively, the modules it imports relatively: what transformers'
+        `custom_object_save` copies next to the weights, here or in a remote-code module cache.
+        """
+        module_file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if module_file is None:
+            return []
+        names = {Path(path).name for path in [module_file, *get_relative_import_files(module_file)]}
+        return sorted(names, key=_code_file_order)
+
     def _parameter_counts(self) -> tuple[int, int]:
-        """(all, trained) parameters, from the config: a loaded model's `requires_grad` flags are not reliable."""
+        """(all, trained) parameters; the model's card spec counts the frozen ones."""
         total = self.num_parameters()
-        memory_model = getattr(self, self.base_model_prefix, self)
-        frozen = sum(parameter.numel() for parameter in memory_model.encoder.parameters())
-        return total, (total - frozen) if self.config.freeze_encoder else total
+        count_frozen = self._card_spec().frozen_parameter_count
+        return total, total - (count_frozen(self) if count_frozen is not None else 0)
 
     def _save_with_card(
         self,
@@ -262,16 +371,11 @@ class PetraHubMixin:
                 del self.config.custom_pipelines
 
 
-# The card and upload code lives in this file (not in hf_entity_models.hub) because it must also run where only
-# this folder's files exist: a checkpoint loaded with trust_remote_code=True and saved or pushed again.
-
 # `save_pretrained(push_to_hub=True, ...)` options that belong to the upload, not to the save.
 _SAVE_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr")
 
-# The Hub has no coreference pipeline tag. Its task taxonomy files coreference resolution under
-# token-classification (the `coreference-resolution` task id of datasets such as GAP), and PeTra's outputs are
-# per-token decisions (entity, overwrite, coref) from which span links are derived.
-PIPELINE_TAG = "token-classification"
+# The Hub has no coreference task type. Its task taxonomy files coreference resolution under token-classification
+# (the `coreference-resolution` task id of datasets such as GAP).
 _HUB_TASK_TYPES = {"coreference": ("token-classification", "Coreference resolution")}
 _DATASET_NAMES = {"gap": "GAP"}
 _METRIC_NAMES = {
@@ -289,16 +393,44 @@ _DATASET_DESCRIPTIONS = {
         "pronoun refers to name A, name B or neither (development 2,000 rows, validation 454, test 2,000)."
     ),
 }
-_CITATION = """@inproceedings{toshniwal2020petra,
-  title = {PeTra: A Sparsely Supervised Memory Model for People Tracking},
-  author = {Toshniwal, Shubham and Ettinger, Allyson and Gimpel, Kevin and Livescu, Karen},
-  booktitle = {Proceedings of ACL},
-  year = {2020}
-}"""
+# Limitations that come with the data rather than the model, listed after the model's own.
+_DATASET_LIMITATIONS = {
+    "gap": (
+        "GAP is English Wikipedia text: expect lower scores on other domains and languages. GAP balances "
+        "pronoun gender; read the bias row before using the model where gender fairness matters."
+    ),
+}
+
+
+def hub_model_id(name_or_path: str | None) -> str | None:
+    """The Hub id an encoder was loaded from, or None for a local folder (a path means nothing on the Hub).
+
+    Example:
+
+    ```python
+    >>> hub_model_id("google-bert/bert-base-uncased"), hub_model_id("./runs/encoder"), hub_model_id(None)
+    ('google-bert/bert-base-uncased', None, None)
+
+    ```
+    """
+    if not name_or_path or os.path.isabs(name_or_path) or name_or_path.startswith((".", "~")):
+        return None
+    if os.path.exists(name_or_path):
+        return None
+    try:
+        validate_repo_id(name_or_path)
+    except HFValidationError:
+        return None
+    return name_or_path
 
 
 def _hub_api() -> HfApi:
     return HfApi(library_name="transformers", library_version=transformers.__version__)
+
+
+def _code_file_order(name: str) -> tuple[bool, bool, str]:
+    """Sort key listing the configuration file, then the modeling file, then the rest by name."""
+    return not name.startswith("configuration_"), not name.startswith("modeling_"), name
 
 
 def _file_timestamps(folder: str | os.PathLike) -> dict[str, float]:
@@ -313,50 +445,41 @@ def _copy_module_with_relative_imports(source_file: str, folder: Path) -> None:
         shutil.copyfile(path, folder / Path(path).name)
 
 
-def _hub_model_id(name_or_path: str | None) -> str | None:
-    """The Hub id an encoder was loaded from, or None for a local folder (a path means nothing on the Hub)."""
-    if not name_or_path or os.path.isabs(name_or_path) or name_or_path.startswith((".", "~")):
-        return None
-    if os.path.exists(name_or_path):
-        return None
-    try:
-        validate_repo_id(name_or_path)
-    except HFValidationError:
-        return None
-    return name_or_path
-
-
-def _petra_model_card(
-    config: PetraConfig,
+def _model_card(
+    spec: ModelCardSpec,
+    config: PreTrainedConfig,
     class_name: str,
     model_location: str,
     tags: list[str],
     pipelines: dict[str, dict[str, Any]],
+    code_files: list[str],
     num_parameters: tuple[int, int],
 ) -> ModelCard:
-    """Hub metadata + text of a PeTra checkpoint, from its config and recorded evaluation results."""
-    results = list(config.evaluation_results or [])
-    model_name = Path(model_location.rstrip("/")).name or "petra"
+    """Hub metadata + text of a checkpoint, from its config, its recorded evaluation results and the model's spec."""
+    results = list(getattr(config, "evaluation_results", None) or [])
+    # `model_type` names the model when the location has no last component (e.g. a save into ".").
+    model_name = Path(model_location.rstrip("/")).name or config.model_type
     datasets = list(dict.fromkeys(result["dataset"] for result in results))
+    encoder_config = getattr(config, "encoder_config", None)
     card_data = ModelCardData(
         library_name="transformers",
-        pipeline_tag=PIPELINE_TAG,
-        tags=list(dict.fromkeys(["hf-entity-models", "petra", "coreference", "entity-tracking", *tags])),
-        base_model=_hub_model_id(getattr(config.encoder_config, "name_or_path", None)),
+        pipeline_tag=spec.pipeline_tag,
+        tags=list(dict.fromkeys(["hf-entity-models", *spec.tags, *tags])),
+        base_model=hub_model_id(getattr(encoder_config, "name_or_path", None)),
         datasets=datasets or None,
         model_name=model_name if results else None,
         eval_results=[_eval_result(result) for result in results] or None,
     )
     sections = [
-        _card_overview(config, class_name, model_name, num_parameters),
-        _card_data_section(datasets),
+        _card_overview(spec, config, class_name, model_name, num_parameters),
+        _card_data_section(spec, datasets),
         _card_results_section(results),
         _card_threshold_section(config),
-        _card_usage_section(class_name, model_location, pipelines),
-        _card_limits_section(config, datasets),
-        f"## Citation\n\n```bibtex\n{_CITATION}\n```\n",
+        _card_usage_section(spec, class_name, model_location, pipelines, code_files),
+        _card_limits_section(spec, config, datasets),
+        f"## Citation\n\n```bibtex\n{spec.citation}\n```\n",
     ]
-    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(sections))
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(section for section in sections if section))
 
 
 def _eval_result(result: dict[str, Any]) -> EvalResult:
@@ -374,59 +497,28 @@ def _eval_result(result: dict[str, Any]) -> EvalResult:
     )
 
 
-def _card_overview(config: PetraConfig, class_name: str, model_name: str, num_parameters: tuple[int, int]) -> str:
-    encoder = config.encoder_config
-    encoder_id = _hub_model_id(getattr(encoder, "name_or_path", None))
-    encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
-    head = (
-        "This checkpoint has the coreference head: for a pronoun and candidate names it returns their link "
-        "probability (Eq. 9 of the paper, maximised over the token pairs of the two spans) and links a candidate "
-        "when that probability reaches the decision threshold."
-        if class_name == "PetraForCoreference"
-        else "This checkpoint is the bare memory model (no coreference head): it returns the memory log."
-    )
+def _card_overview(
+    spec: ModelCardSpec, config: PreTrainedConfig, class_name: str, model_name: str, num_parameters: tuple[int, int]
+) -> str:
     total, trainable = num_parameters
     rows = [
         ("Class", f"`{class_name}` (`model_type=\"{config.model_type}\"`)"),
-        ("Encoder", f"{encoder_text}, {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
-                    f"{getattr(encoder, 'hidden_size', '?')}, {'frozen' if config.freeze_encoder else 'fine-tuned'}"),
-        ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
-        ("GRU / memory cell size", str(config.hidden_size)),
-        ("Memory cells", str(config.num_memory_cells)),
-        ("Memory variant", f"`{config.memory_variant}`"),
-        ("Usage decay", str(config.usage_decay)),
-        ("Decision threshold", f"{float(config.coref_threshold):g}"),
+        *spec.config_rows(config, class_name),
         ("Parameters", f"{total:,} ({trainable:,} trained)"),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return (
-        f"# {model_name}\n\n"
-        "A [PeTra](https://aclanthology.org/2020.acl-main.481/) model (Toshniwal, Ettinger, Gimpel and Livescu, "
-        "2020, *PeTra: A Sparsely Supervised Memory Model for People Tracking*), packaged with "
-        "the `hf-entity-models` package. PeTra reads a document left "
-        "to right with a pretrained encoder and a GRU, and keeps a memory of a few cells: at every token it "
-        "decides whether the token mentions a person, and whether that person is new (the token overwrites the "
-        "least used cell) or already tracked (the token updates that cell). Coreference links between tokens "
-        f"follow from those decisions. {head}\n\n"
-        f"| | |\n|---|---|\n{table}\n"
-    )
+    return f"# {model_name}\n\n{spec.overview(config, class_name)}\n\n| | |\n|---|---|\n{table}\n"
 
 
-def _card_data_section(datasets: list[str]) -> str:
+def _card_data_section(spec: ModelCardSpec, datasets: list[str]) -> str:
     if not datasets:
         return (
             "## Data\n\nNo evaluation results are recorded with this checkpoint (`config.evaluation_results` is "
             "empty), so nothing here says how well it works: evaluate it before use.\n"
         )
     described = [_DATASET_DESCRIPTIONS.get(dataset, f"`{dataset}`.") for dataset in datasets]
-    return (
-        "## Data\n\n"
-        + "\n\n".join(described)
-        + "\n\nThe checkpoint does not store its training data. The hf-entity-models recipe "
-        "(`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP-format rows and chooses the decision "
-        "threshold on the validation rows the results above were measured on (GAP development and validation in "
-        "the paper's setup).\n"
-    )
+    closing = " ".join(filter(None, ["The checkpoint does not store its training data.", spec.training_note]))
+    return "## Data\n\n" + "\n\n".join(described) + f"\n\n{closing}\n"
 
 
 def _card_results_section(results: list[dict[str, Any]]) -> str:
@@ -448,7 +540,10 @@ def _card_results_section(results: list[dict[str, Any]]) -> str:
     return "## Results\n\n" + "\n".join(lines) + note + "\n"
 
 
-def _card_threshold_section(config: PetraConfig) -> str:
+def _card_threshold_section(config: PreTrainedConfig) -> str:
+    """The coreference decision threshold; empty for a model that makes no thresholded decision."""
+    if getattr(config, "coref_threshold", None) is None:
+        return ""
     threshold = float(config.coref_threshold)
     return (
         "## Decision threshold\n\n"
@@ -460,19 +555,13 @@ def _card_threshold_section(config: PetraConfig) -> str:
     )
 
 
-def _card_usage_section(class_name: str, location: str, pipelines: dict[str, dict[str, Any]]) -> str:
-    text = "Zoe met Maggie in Paris. She was happy."
-    query = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"
-    with_package = (
-        "```python\nimport hf_entity_models  # registers PeTra with the Auto classes and pipeline(\"coreference\")\n"
-        "from transformers import pipeline\n\n"
-        f"pipe = pipeline(\"coreference\", model=\"{location}\")\n"
-        f"pipe(\"{text}\", {query})\n"
-        f"model = hf_entity_models.AutoModelForCoreference.from_pretrained(\"{location}\")\n```\n"
-        if class_name == "PetraForCoreference"
-        else "```python\nimport hf_entity_models\nfrom transformers import AutoModel\n\n"
-        f"model = AutoModel.from_pretrained(\"{location}\")  # {class_name}\n```\n"
-    )
+def _card_usage_section(
+    spec: ModelCardSpec,
+    class_name: str,
+    location: str,
+    pipelines: dict[str, dict[str, Any]],
+    code_files: list[str],
+) -> str:
     remote_lines = [
         "from transformers import AutoModel, pipeline",
         "",
@@ -481,35 +570,22 @@ def _card_usage_section(class_name: str, location: str, pipelines: dict[str, dic
     if pipelines:
         remote_lines += [
             f"pipe = pipeline(model=\"{location}\", trust_remote_code=True)  # the pipeline saved with the model",
-            f"pipe(\"{text}\", {query})",
-            "pipe(\"" + text + "\")  # clusters: the people the memory tracked, with character offsets",
+            *spec.pipeline_examples,
         ]
-    code_files = ["configuration_petra.py", "modeling_petra.py", "hub_petra.py"] + sorted(
-        f"{entry['impl'].split('.')[0]}.py" for entry in pipelines.values()
-    )
+    note = f"\n{spec.usage_note}\n" if spec.usage_note else ""
     return (
         "## How to use\n\n"
         "With the `hf-entity-models` package installed:\n\n"
-        f"{with_package}\n"
+        f"{spec.usage_with_package(class_name, location)}\n"
         "Without it, transformers runs the code stored next to the weights "
         f"({', '.join(f'`{name}`' for name in code_files)}; read it first, `trust_remote_code=True` executes it):\n\n"
-        "```python\n" + "\n".join(remote_lines) + "\n```\n\n"
-        "Character offsets in queries and answers index the input string; long documents are read whole (the "
-        "encoder sees overlapping windows), nothing is truncated.\n"
+        "```python\n" + "\n".join(remote_lines) + "\n```\n" + note
     )
 
 
-def _card_limits_section(config: PetraConfig, datasets: list[str]) -> str:
+def _card_limits_section(spec: ModelCardSpec, config: PreTrainedConfig, datasets: list[str]) -> str:
     limits = [
-        f"The memory has {config.num_memory_cells} cells: a document that mentions more people makes PeTra "
-        "overwrite cells, and the overwritten people are forgotten.",
-        "GAP supervision is sparse: the model is only trained to link pronouns to names, so name-to-name chains "
-        "and entities that are not people are tracked less reliably (paper section 4.4).",
-        "The people-counting evaluation of the paper is not part of this checkpoint's results.",
+        *spec.limitations(config, datasets),
+        *(_DATASET_LIMITATIONS[dataset] for dataset in datasets if dataset in _DATASET_LIMITATIONS),
     ]
-    if "gap" in datasets:
-        limits.append(
-            "GAP is English Wikipedia text: expect lower scores on other domains and languages. GAP balances "
-            "pronoun gender; read the bias row before using the model where gender fairness matters."
-        )
     return "## Limitations\n\n" + "\n".join(f"* {limit}" for limit in limits) + "\n"

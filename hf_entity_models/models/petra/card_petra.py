@@ -1,0 +1,119 @@
+"""What the model card of a PeTra checkpoint says about PeTra: overview, configuration table, limits, citation, usage.
+
+The rest of the card (Hub metadata, data, results, decision threshold, loading without the package) is written by the
+model-agnostic `entity_hub.py` of this folder, from `PETRA_MODEL_CARD`. Part of the self-contained model folder
+(imports only transformers and this folder), shipped next to the weights with the other code files.
+"""
+
+from transformers import PreTrainedModel
+
+from .configuration_petra import PetraConfig
+from .entity_hub import ModelCardSpec, hub_model_id
+
+# The coreference example of the usage section: a pronoun and two candidate names, as character offsets.
+_EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."
+_EXAMPLE_QUERY = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"
+
+_CITATION = """@inproceedings{toshniwal2020petra,
+  title = {PeTra: A Sparsely Supervised Memory Model for People Tracking},
+  author = {Toshniwal, Shubham and Ettinger, Allyson and Gimpel, Kevin and Livescu, Karen},
+  booktitle = {Proceedings of ACL},
+  year = {2020}
+}"""
+
+
+def _overview(config: PetraConfig, class_name: str) -> str:
+    head = (
+        "This checkpoint has the coreference head: for a pronoun and candidate names it returns their link "
+        "probability (Eq. 9 of the paper, maximised over the token pairs of the two spans) and links a candidate "
+        "when that probability reaches the decision threshold."
+        if class_name == "PetraForCoreference"
+        else "This checkpoint is the bare memory model (no coreference head): it returns the memory log."
+    )
+    return (
+        "A [PeTra](https://aclanthology.org/2020.acl-main.481/) model (Toshniwal, Ettinger, Gimpel and Livescu, "
+        "2020, *PeTra: A Sparsely Supervised Memory Model for People Tracking*), packaged with "
+        "the `hf-entity-models` package. PeTra reads a document left "
+        "to right with a pretrained encoder and a GRU, and keeps a memory of a few cells: at every token it "
+        "decides whether the token mentions a person, and whether that person is new (the token overwrites the "
+        "least used cell) or already tracked (the token updates that cell). Coreference links between tokens "
+        f"follow from those decisions. {head}"
+    )
+
+
+def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
+    encoder = config.encoder_config
+    encoder_id = hub_model_id(getattr(encoder, "name_or_path", None))
+    encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
+    return [
+        ("Encoder", f"{encoder_text}, {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
+                    f"{getattr(encoder, 'hidden_size', '?')}, {'frozen' if config.freeze_encoder else 'fine-tuned'}"),
+        ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
+        ("GRU / memory cell size", str(config.hidden_size)),
+        ("Memory cells", str(config.num_memory_cells)),
+        ("Memory variant", f"`{config.memory_variant}`"),
+        ("Usage decay", str(config.usage_decay)),
+        ("Decision threshold", f"{float(config.coref_threshold):g}"),
+    ]
+
+
+def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
+    return [
+        f"The memory has {config.num_memory_cells} cells: a document that mentions more people makes PeTra "
+        "overwrite cells, and the overwritten people are forgotten.",
+        "GAP supervision is sparse: the model is only trained to link pronouns to names, so name-to-name chains "
+        "and entities that are not people are tracked less reliably (paper section 4.4).",
+        "The people-counting evaluation of the paper is not part of this checkpoint's results.",
+    ]
+
+
+def _usage_with_package(class_name: str, location: str) -> str:
+    if class_name == "PetraForCoreference":
+        return (
+            "```python\n"
+            "import hf_entity_models  # registers PeTra with the Auto classes and pipeline(\"coreference\")\n"
+            "from transformers import pipeline\n\n"
+            f"pipe = pipeline(\"coreference\", model=\"{location}\")\n"
+            f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})\n"
+            f"model = hf_entity_models.AutoModelForCoreference.from_pretrained(\"{location}\")\n```\n"
+        )
+    return (
+        "```python\nimport hf_entity_models\nfrom transformers import AutoModel\n\n"
+        f"model = AutoModel.from_pretrained(\"{location}\")  # {class_name}\n```\n"
+    )
+
+
+def _frozen_parameter_count(model: PreTrainedModel) -> int:
+    """The encoder's parameters when the config freezes it (the paper's setting), else none."""
+    if not model.config.freeze_encoder:
+        return 0
+    memory_model = getattr(model, model.base_model_prefix, model)
+    return sum(parameter.numel() for parameter in memory_model.encoder.parameters())
+
+
+PETRA_MODEL_CARD = ModelCardSpec(
+    tags=("petra", "coreference", "entity-tracking"),
+    # The Hub has no coreference pipeline tag; its task taxonomy files coreference resolution under
+    # token-classification, and PeTra's outputs are per-token decisions (entity, overwrite, coref) from which span
+    # links are derived.
+    pipeline_tag="token-classification",
+    citation=_CITATION,
+    overview=_overview,
+    config_rows=_config_rows,
+    limitations=_limitations,
+    usage_with_package=_usage_with_package,
+    pipeline_examples=(
+        f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})",
+        f"pipe(\"{_EXAMPLE_TEXT}\")  # clusters: the people the memory tracked, with character offsets",
+    ),
+    usage_note=(
+        "Character offsets in queries and answers index the input string; long documents are read whole (the "
+        "encoder sees overlapping windows), nothing is truncated."
+    ),
+    training_note=(
+        "The hf-entity-models recipe (`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP-format rows "
+        "and chooses the decision threshold on the validation rows the results above were measured on (GAP "
+        "development and validation in the paper's setup)."
+    ),
+    frozen_parameter_count=_frozen_parameter_count,
+)

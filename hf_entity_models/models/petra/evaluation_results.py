@@ -1,0 +1,141 @@
+"""Measured results recorded in a model config (`config.evaluation_results`), checked and kept one per measurement.
+
+Model-agnostic and copied byte-identically into every model folder that records results
+(tests/test_model_folder_copies.py checks the copies and names the reference one): a model folder is shipped to the
+Hub on its own and loaded with `trust_remote_code=True`, so it cannot import this from another folder. It imports
+only the standard library; the config of its folder delegates to it, and the model card reads the results it keeps.
+"""
+
+import math
+import numbers
+from typing import Any
+
+# Keys of one `evaluation_results` entry: what identifies the measurement, then optional display details.
+EVALUATION_RESULT_KEYS = ("task", "dataset", "split", "metric", "value")
+EVALUATION_RESULT_OPTIONAL_KEYS = ("threshold", "dataset_name", "metric_name")
+
+
+def check_evaluation_results(results: list[dict[str, Any]] | None) -> None:
+    """Check every entry of a config's `evaluation_results`.
+
+    Args:
+        results: The recorded results (None means none).
+
+    Raises:
+        ValueError: An entry misses a key, has an unknown key, an empty name, a value that is not a finite number
+            or a threshold outside [0, 1]; the message names the entry, e.g. `evaluation_results[1]`.
+
+    Example:
+
+    ```python
+    >>> check_evaluation_results([{"task": "coreference", "dataset": "gap", "split": "validation", "metric": "f1",
+    ...                            "value": float("nan")}])
+    Traceback (most recent call last):
+        ...
+    ValueError: evaluation_results[0]: 'value' must be a finite number, got nan; do not record undefined metrics (NaN).
+
+    ```
+    """
+    for index, result in enumerate(results or []):
+        _check_evaluation_result(result, f"evaluation_results[{index}]")
+
+
+def with_recorded_result(
+    results: list[dict[str, Any]] | None,
+    *,
+    task: str,
+    dataset: str,
+    split: str,
+    metric: str,
+    value: float,
+    threshold: float | None = None,
+    dataset_name: str | None = None,
+    metric_name: str | None = None,
+) -> list[dict[str, Any]]:
+    """The results with one more measurement, which replaces an earlier one of the same task, dataset, split, metric.
+
+    Replacing (not appending) keeps the model card free of stale rows when a threshold is tuned again. The input
+    list is not modified: assign the returned list to `config.evaluation_results`.
+
+    Args:
+        results: The results recorded so far (None means none).
+        task: What was evaluated, e.g. `"coreference"`.
+        dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
+        split: Dataset split, e.g. `"validation"`.
+        metric: Metric id, e.g. `"f1"`, `"bias"`.
+        value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
+        threshold: Decision threshold the value was measured at, if any.
+        dataset_name: Display name of the dataset, e.g. `"GAP"`.
+        metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
+
+    Returns:
+        The earlier results without the replaced measurement, then the new result (numbers as plain floats).
+
+    Raises:
+        ValueError: The new result is invalid (see `check_evaluation_results`).
+
+    Example:
+
+    ```python
+    >>> results = with_recorded_result(None, task="coreference", dataset="gap", split="validation", metric="f1",
+    ...                                value=0.70, threshold=0.05)
+    >>> results = with_recorded_result(results, task="coreference", dataset="gap", split="validation", metric="f1",
+    ...                                value=0.72, threshold=0.04)
+    >>> [(result["metric"], result["value"], result["threshold"]) for result in results]
+    [('f1', 0.72, 0.04)]
+
+    ```
+    """
+    result = {"task": task, "dataset": dataset, "split": split, "metric": metric, "value": value}
+    optional = {"threshold": threshold, "dataset_name": dataset_name, "metric_name": metric_name}
+    result.update({key: item for key, item in optional.items() if item is not None})
+    _check_evaluation_result(result, "The evaluation result")
+    # Plain floats: numpy scalars are numbers too, but the config must stay JSON-serialisable.
+    result["value"] = float(result["value"])
+    if "threshold" in result:
+        result["threshold"] = float(result["threshold"])
+    kept = [old for old in results or [] if _measurement(old) != _measurement(result)]
+    return [*kept, result]
+
+
+def _measurement(result: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What a result measured (everything but the value): one card row per measurement."""
+    return result["task"], result["dataset"], result["split"], result["metric"]
+
+
+def _check_evaluation_result(result: dict[str, Any], name: str) -> None:
+    _require(isinstance(result, dict), f"{name} must be a dict, got {type(result).__name__}.")
+    missing = [key for key in EVALUATION_RESULT_KEYS if key not in result]
+    unknown = sorted(set(result) - set(EVALUATION_RESULT_KEYS) - set(EVALUATION_RESULT_OPTIONAL_KEYS))
+    _require(
+        not missing and not unknown,
+        f"{name} must have the keys {list(EVALUATION_RESULT_KEYS)} and may have "
+        f"{list(EVALUATION_RESULT_OPTIONAL_KEYS)}; missing {missing}, unknown {unknown}. Use "
+        "`config.record_evaluation(...)` to add results.",
+    )
+    for key in ("task", "dataset", "split", "metric", "dataset_name", "metric_name"):
+        if key in result:
+            _require(
+                isinstance(result[key], str) and result[key].strip() != "",
+                f"{name}: {key!r} must be a non-empty string, got {result[key]!r}.",
+            )
+    value = result["value"]
+    _require(
+        _is_number(value) and math.isfinite(value),
+        f"{name}: 'value' must be a finite number, got {value!r}; do not record undefined metrics (NaN).",
+    )
+    if "threshold" in result:
+        threshold = result["threshold"]
+        _require(
+            _is_number(threshold) and 0.0 <= threshold <= 1.0,
+            f"{name}: 'threshold' is a probability and must be in [0, 1], got {threshold!r}.",
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
