@@ -1,9 +1,9 @@
 """The model-agnostic files that every model folder carries a copy of stay identical and self-contained.
 
 A model folder is shipped to the Hub on its own and loaded with `trust_remote_code=True`, so code that several models
-share (model cards and Hub upload, evaluation-result bookkeeping) is copied into each folder instead of imported
-across folders, like transformers' "Copied from" convention. These tests keep the copies from drifting apart and the
-files from importing anything a checkpoint folder does not have.
+share (model cards and Hub upload, evaluation-result bookkeeping, span link probabilities, memory batching) is copied
+into each folder instead of imported across folders, like transformers' "Copied from" convention. These tests keep
+the copies from drifting apart and the files from importing anything a checkpoint folder does not have.
 """
 
 import ast
@@ -17,7 +17,7 @@ import hf_entity_models.models
 MODELS_DIR = Path(hf_entity_models.models.__file__).parent
 # The copy that is edited; every other model folder holds the same bytes.
 REFERENCE_DIR = MODELS_DIR / "petra"
-GENERIC_FILES = ("entity_hub.py", "evaluation_results.py")
+GENERIC_FILES = ("entity_hub.py", "evaluation_results.py", "coreference_links.py")
 # What a checkpoint's environment provides besides the standard library (see DESIGN.md, "Layout").
 ALLOWED_PACKAGES = {"torch", "transformers", "huggingface_hub"}
 

@@ -19,18 +19,25 @@ from transformers.utils import ModelOutput, logging
 
 from .card_petra import PETRA_MODEL_CARD
 from .configuration_petra import PetraConfig
+from .coreference_links import (
+    IGNORE_INDEX,
+    LINK_NEGATIVE,
+    LINK_POSITIVE,
+    LINK_SELF,
+    LOG_EPSILON,
+    active_documents_per_step,
+    check_link_inputs,
+    check_right_padding,
+    encode_in_windows,
+    gather_tokens,
+    packed_positions,
+    span_link_probabilities,
+    unpack_steps,
+)
 from .entity_hub import EntityHubMixin
 
 logger = logging.get_logger(__name__)
 
-# Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
-LINK_NEGATIVE = 0  # pronoun to the other name, or name A to name B: target 0, weight `negative_link_weight`
-LINK_POSITIVE = 1  # pronoun to its coreferent name: target 1, weight `positive_link_weight`
-LINK_SELF = 2  # first token of a multi-token span to a later token of it: target 1, weight `self_link_weight`
-IGNORE_INDEX = -100  # padding pairs
-
-# Clamp used inside logarithms of probabilities, as in the authors' code.
-LOG_EPSILON = 1e-7
 # Coreference score of a never-used cell (the paper's -inf, kept finite so that softmax stays defined).
 UNUSED_CELL_SCORE = -1e4
 # Bonus that makes unused cells win the overwrite, ranked among themselves by similarity (authors' code).
@@ -231,47 +238,20 @@ class PetraModel(PetraPreTrainedModel):
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        window = self.config.max_encoder_window
-        lengths = attention_mask.sum(-1).tolist()
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
-            if input_ids.shape[1] <= window:
-                features = self._encode_window(input_ids, attention_mask)
-            else:
-                features = self._encode_long_batch(input_ids, attention_mask, lengths, window)
+            features = encode_in_windows(
+                self._encode_window,
+                input_ids,
+                attention_mask,
+                self.config.max_encoder_window,
+                self.config.effective_window_overlap,
+            )
         return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
 
     def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
         outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         hidden_states = outputs.hidden_states
         return torch.cat([hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
-
-    def _encode_long_batch(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, lengths: list[int], window: int
-    ) -> torch.FloatTensor:
-        batch_size, padded_length = input_ids.shape
-        features = None
-        short = [row for row, length in enumerate(lengths) if length <= window]
-        if short:
-            # Right padding: a short document lies entirely in the first `window` positions.
-            short_features = self._encode_window(input_ids[short, :window], attention_mask[short, :window])
-            features = short_features.new_zeros(batch_size, padded_length, short_features.shape[-1])
-            features[short, :window] = short_features
-        for row, length in enumerate(lengths):
-            if length > window:
-                document = self._encode_in_windows(input_ids[row : row + 1, :length], window)
-                if features is None:
-                    features = document.new_zeros(batch_size, padded_length, document.shape[-1])
-                features[row, :length] = document[0]
-        return features
-
-    def _encode_in_windows(self, input_ids: torch.LongTensor, window: int) -> torch.FloatTensor:
-        """Encode one unpadded document `(1, T)` with `T > window` in overlapping windows."""
-        length = input_ids.shape[1]
-        starts = _window_starts(length, window, self.config.effective_window_overlap)
-        windows_ids = torch.cat([input_ids[:, start : start + window] for start in starts], dim=0)
-        features = self._encode_window(windows_ids, torch.ones_like(windows_ids))
-        best_window, offset_in_window = _best_window_per_token(starts, window, length, input_ids.device)
-        return features[best_window, offset_in_window].unsqueeze(0)
 
     # ------------------------------------------------------------------------------------------------ memory
     def forward(
@@ -357,7 +337,7 @@ class PetraModel(PetraPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
         _check_same_shape(attention_mask, reference, "attention_mask", "the input")
-        _check_right_padding(attention_mask)
+        check_right_padding(attention_mask)
         if encoder_features is None:
             encoder_features = self.get_encoder_features(input_ids, attention_mask)
         return encoder_features.to(self.gru.weight_ih_l0.dtype), attention_mask
@@ -385,7 +365,7 @@ class PetraModel(PetraPreTrainedModel):
         """
         batch_size, padded_length, hidden = hidden_states.shape
         order = torch.argsort(lengths, descending=True, stable=True)
-        active_per_step = _active_documents_per_step(lengths[order].tolist())
+        active_per_step = active_documents_per_step(lengths[order].tolist())
         hidden_states, entity_probs = hidden_states[order], entity_probs[order]
         memory, usage = self._initial_memory(batch_size, hidden_states)
 
@@ -437,9 +417,9 @@ class PetraModel(PetraPreTrainedModel):
         final_memory = torch.cat([memory, *reversed(finished_memories)], dim=0)
 
         unsort = torch.argsort(order)
-        positions = _packed_positions(active_per_step, padded_length, hidden_states.device)
+        positions = packed_positions(active_per_step, padded_length, hidden_states.device)
         logs = [
-            _unpack_steps(log, positions, batch_size, padded_length)[unsort] for log in (overwrites, corefs, usages)
+            unpack_steps(log, positions, batch_size, padded_length)[unsort] for log in (overwrites, corefs, usages)
         ]
         return logs[0], logs[1], logs[2], final_memory[unsort]
 
@@ -592,7 +572,7 @@ class PetraForCoreference(PetraPreTrainedModel):
         if (link_pairs is None) != (link_labels is None):
             raise ValueError("Pass `link_pairs` and `link_labels` together to compute the loss.")
         if link_labels is not None:
-            _check_link_inputs(link_pairs, link_labels, length)
+            check_link_inputs(link_pairs, link_labels, length)
             coref_loss = self._coref_loss(link_log_probs, link_pairs, link_labels)
             entity_loss = self._entity_loss(memory_output.entity_probs, attention_mask, special_tokens_mask, link_pairs)
             loss = coref_loss + self.config.entity_loss_weight * entity_loss
@@ -676,160 +656,15 @@ class LinkLogProbability:
     def __call__(self, pairs: torch.LongTensor) -> torch.Tensor:
         """Log link probability of `pairs` `(B, P, 2)` with `pairs[..., 0] < pairs[..., 1]`; returns `(B, P)`."""
         first, second = pairs[..., 0], pairs[..., 1]
-        kept = _gather_tokens(self.cumulative_log_keep, second) - _gather_tokens(self.cumulative_log_keep, first)
-        per_cell = _gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
-        per_cell = per_cell + _gather_tokens(self.log_coref, second)
+        kept = gather_tokens(self.cumulative_log_keep, second) - gather_tokens(self.cumulative_log_keep, first)
+        per_cell = gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
+        per_cell = per_cell + gather_tokens(self.log_coref, second)
         return torch.logsumexp(per_cell, dim=-1)
-
-
-def span_link_probabilities(
-    link_log_probs: LinkLogProbability,
-    pronoun_spans: torch.LongTensor,
-    candidate_spans: torch.LongTensor,
-    length: int,
-) -> torch.Tensor:
-    """Section 3.5: P(candidate, pronoun) = max over token pairs of Eq. 9 (earlier token first). `(B, K)`."""
-    if pronoun_spans.dim() != 2 or pronoun_spans.shape[-1] != 2:
-        raise ValueError(f"pronoun_spans must have shape (batch, 2), got {tuple(pronoun_spans.shape)}.")
-    if candidate_spans.dim() != 3 or candidate_spans.shape[-1] != 2:
-        raise ValueError(f"candidate_spans must have shape (batch, candidates, 2), got {tuple(candidate_spans.shape)}.")
-    if candidate_spans.shape[0] != pronoun_spans.shape[0]:
-        raise ValueError("pronoun_spans and candidate_spans must have the same batch size.")
-    _check_spans(pronoun_spans, length, "pronoun_spans", allow_padding=False)
-    _check_spans(candidate_spans, length, "candidate_spans", allow_padding=True)
-
-    batch_size, num_candidates, _ = candidate_spans.shape
-    pronoun_tokens, pronoun_valid = _span_tokens(pronoun_spans.unsqueeze(1))  # (B, 1, Lp)
-    candidate_tokens, candidate_valid = _span_tokens(candidate_spans)  # (B, K, Lc)
-    pronoun_tokens = pronoun_tokens.unsqueeze(2)  # (B, 1, 1, Lp)
-    candidate_tokens = candidate_tokens.unsqueeze(3)  # (B, K, Lc, 1)
-    first = torch.minimum(pronoun_tokens, candidate_tokens)
-    second = torch.maximum(pronoun_tokens, candidate_tokens)
-    valid = pronoun_valid.unsqueeze(2) & candidate_valid.unsqueeze(3) & (first != second)
-    shape = valid.shape
-    pairs = torch.stack([first.expand(shape), torch.where(valid, second.expand(shape), first.expand(shape) + 1)], -1)
-    pairs = pairs.clamp(0, length - 1)
-    log_probs = link_log_probs(pairs.reshape(batch_size, -1, 2)).view(shape)
-    log_probs = log_probs.masked_fill(~valid, float("-inf"))
-    best = log_probs.flatten(2).max(dim=-1).values
-    return torch.where(torch.isfinite(best), best.exp(), torch.zeros_like(best))
-
-
-# ----------------------------------------------------------------------------------------------------- helpers
-def _gather_tokens(values: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
-    """values (B, T, N), positions (B, P) -> (B, P, N)."""
-    index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])
-    return torch.gather(values, 1, index)
-
-
-def _span_tokens(spans: torch.LongTensor) -> tuple[torch.LongTensor, torch.Tensor]:
-    """Token positions of spans `(B, K, 2)` padded to the longest span: positions `(B, K, L)` and validity."""
-    widths = (spans[..., 1] - spans[..., 0]).clamp_min(0)
-    longest = max(int(widths.max()), 1)
-    offsets = torch.arange(longest, device=spans.device)
-    positions = spans[..., :1] + offsets
-    valid = (offsets < widths.unsqueeze(-1)) & (spans[..., :1] >= 0)
-    return positions.clamp_min(0), valid
-
-
-def _window_starts(length: int, window: int, overlap: int) -> list[int]:
-    stride = window - overlap
-    starts = list(range(0, max(length - window, 0) + 1, stride))
-    if starts[-1] + window < length:
-        starts.append(length - window)
-    return starts
-
-
-def _best_window_per_token(
-    starts: list[int], window: int, length: int, device: torch.device
-) -> tuple[torch.LongTensor, torch.LongTensor]:
-    """For every token, the window where its smaller distance to a window edge is largest."""
-    positions = torch.arange(length, device=device)
-    window_starts = torch.tensor(starts, device=device).unsqueeze(1)
-    offsets = positions.unsqueeze(0) - window_starts  # (W, T)
-    inside = (offsets >= 0) & (offsets < window)
-    context = torch.minimum(offsets, window - 1 - offsets).masked_fill(~inside, -1)
-    best_window = context.argmax(dim=0)
-    return best_window, positions - window_starts.squeeze(1)[best_window]
-
-
-def _active_documents_per_step(sorted_lengths: list[int]) -> list[int]:
-    """Number of documents still being read at every step, for lengths sorted longest first."""
-    longest = sorted_lengths[0] if sorted_lengths else 0
-    active, per_step = len(sorted_lengths), []
-    for step in range(longest):
-        while active and sorted_lengths[active - 1] <= step:
-            active -= 1
-        per_step.append(active)
-    return per_step
-
-
-def _packed_positions(active_per_step: list[int], padded_length: int, device: torch.device) -> torch.LongTensor:
-    """Flat (document * padded_length + step) position of every row produced by the shrinking-batch loop."""
-    if not active_per_step:
-        return torch.zeros(0, dtype=torch.long, device=device)
-    return torch.cat(
-        [torch.arange(active, device=device) * padded_length + step for step, active in enumerate(active_per_step)]
-    )
-
-
-def _unpack_steps(
-    steps: list[torch.Tensor], positions: torch.LongTensor, batch_size: int, padded_length: int
-) -> torch.Tensor:
-    """Place per-step rows `(active_t, N)` into a zero-padded `(B, T, N)` tensor (differentiable)."""
-    if not steps:
-        raise ValueError("Every document in the batch is empty (attention_mask is all zeros).")
-    values = torch.cat(steps, dim=0)
-    flat = values.new_zeros(batch_size * padded_length, values.shape[-1]).index_copy(0, positions, values)
-    return flat.view(batch_size, padded_length, -1)
 
 
 def _check_same_shape(tensor: torch.Tensor, reference: torch.Tensor, name: str, reference_name: str) -> None:
     if tuple(tensor.shape) != tuple(reference.shape[:2]):
         raise ValueError(f"{name} has shape {tuple(tensor.shape)} but {reference_name} has {tuple(reference.shape[:2])}.")
-
-
-def _check_right_padding(attention_mask: torch.Tensor) -> None:
-    mask = attention_mask.bool()
-    if (mask[:, 1:] & ~mask[:, :-1]).any():
-        raise ValueError(
-            "attention_mask has padding before real tokens; PeTra reads documents left to right, so pad on the "
-            "right (tokenizer.padding_side = 'right')."
-        )
-
-
-def _check_spans(spans: torch.LongTensor, length: int, name: str, allow_padding: bool) -> None:
-    padding = (spans == -1).all(-1)
-    real = spans[~padding] if allow_padding else spans.reshape(-1, 2)
-    if not allow_padding and padding.any():
-        raise ValueError(f"{name} contains a padding row (-1, -1); every document needs its span.")
-    bad = (real[:, 0] < 0) | (real[:, 1] <= real[:, 0]) | (real[:, 1] > length)
-    if bad.any():
-        example = real[bad][0].tolist()
-        raise ValueError(
-            f"{name} must hold token spans [start, end) with 0 <= start < end <= {length} (the sequence length), "
-            f"got {example}."
-        )
-
-
-def _check_link_inputs(link_pairs: torch.LongTensor, link_labels: torch.LongTensor, length: int) -> None:
-    if link_pairs.dim() != 3 or link_pairs.shape[-1] != 2 or link_pairs.shape[:2] != link_labels.shape:
-        raise ValueError(
-            f"link_pairs must have shape (batch, pairs, 2) and link_labels (batch, pairs); got "
-            f"{tuple(link_pairs.shape)} and {tuple(link_labels.shape)}."
-        )
-    known = (link_labels == IGNORE_INDEX) | (link_labels == LINK_NEGATIVE)
-    known |= (link_labels == LINK_POSITIVE) | (link_labels == LINK_SELF)
-    if not known.all():
-        raise ValueError(
-            f"link_labels must be LINK_NEGATIVE (0), LINK_POSITIVE (1), LINK_SELF (2) or -100, got "
-            f"{sorted(set(link_labels[~known].tolist()))}."
-        )
-    real = link_pairs[link_labels != IGNORE_INDEX]
-    if ((real < 0) | (real >= length)).any() or (real[:, 0] == real[:, 1]).any():
-        raise ValueError(
-            f"link_pairs must hold two different token positions in [0, {length}) for every labelled pair."
-        )
 
 
 __all__ = [
