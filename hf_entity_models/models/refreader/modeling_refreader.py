@@ -784,6 +784,7 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
         special_tokens_mask: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> RefReaderCausalLMOutput:
         r"""
@@ -792,6 +793,9 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
                 As in [`RefReaderModel.forward`].
             labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
                 Usually `input_ids`; shifted inside the model. `-100` positions are ignored.
+            num_items_in_batch (`int`, *optional*):
+                Number of predicted tokens in the whole accumulated batch (the Trainer passes it): the loss is then
+                summed and divided by it, so gradient accumulation gives the same loss as one large batch.
         """
         # generate() passes bookkeeping arguments the reader has no use for.
         unexpected = sorted(set(kwargs) - {"use_cache", "return_dict", "output_attentions", "output_hidden_states"})
@@ -808,7 +812,7 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
         if labels is not None:
             if tuple(labels.shape) != tuple(input_ids.shape):
                 raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
-            loss = next_token_loss(logits, labels, None)
+            loss = next_token_loss(logits, labels, None, num_items_in_batch)
         return RefReaderCausalLMOutput(
             loss=loss,
             logits=logits,
@@ -865,15 +869,23 @@ def all_pairs_coreference_loss(
 
 
 def next_token_loss(
-    logits: torch.Tensor, labels: torch.LongTensor, attention_mask: torch.Tensor | None
+    logits: torch.Tensor,
+    labels: torch.LongTensor,
+    attention_mask: torch.Tensor | None,
+    num_items_in_batch: int | torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Mean cross-entropy of predicting token t+1 from position t; padding and -100 labels are ignored."""
+    """Cross-entropy of predicting token t+1 from position t; padding and -100 labels are ignored.
+
+    The mean over predicted tokens, or their sum divided by `num_items_in_batch` when given (gradient accumulation).
+    """
     targets = labels[:, 1:]
     if attention_mask is not None:
         targets = targets.masked_fill(~attention_mask[:, 1:].bool(), IGNORE_INDEX)
-    return F.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX
-    )
+    flat_logits, flat_targets = logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1)
+    if num_items_in_batch is None:
+        return F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE_INDEX)
+    total = F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE_INDEX, reduction="sum")
+    return total / num_items_in_batch
 
 
 def _scored_tokens(
