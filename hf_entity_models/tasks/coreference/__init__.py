@@ -4,6 +4,7 @@ from .collator import CoreferenceCollator
 from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
 from .gap import (
     GAP_COLUMNS,
+    LINK_SCHEMES,
     GapExampleBuilder,
     build_link_pairs,
     char_span_to_token_span,
@@ -40,6 +41,7 @@ from .training import (
     GapMetrics,
     GapTrainingResult,
     build_gap_trainer,
+    gap_link_scheme,
     gap_training_arguments,
     keep_candidate_scores,
     train_on_gap,
@@ -61,6 +63,7 @@ __all__ = [
     "CoreferencePipeline",
     "CountingResult",
     "GapExampleBuilder",
+    "LINK_SCHEMES",
     "GapGold",
     "GapMetrics",
     "GapScores",
@@ -73,6 +76,7 @@ __all__ = [
     "count_unique_people",
     "encoder_features_fingerprint",
     "gap_gold",
+    "gap_link_scheme",
     "gap_training_arguments",
     "keep_candidate_scores",
     "load_gap",
