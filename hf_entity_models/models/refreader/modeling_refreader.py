@@ -39,6 +39,8 @@ from .entity_hub import EntityHubMixin
 
 logger = logging.get_logger(__name__)
 
+# Largest cross-entropy of one token pair, in nats (torch's BCELoss caps its log terms the same way).
+BCE_LOG_FLOOR = 100.0
 # Columns of the per-step gate log, in the order the recurrence writes them (after the three per-cell blocks).
 _ENTITY, _REFERENCE, _MEMORY_GATE = 0, 1, 2
 
@@ -862,8 +864,10 @@ def all_pairs_coreference_loss(
     weights = weights.index_put((documents, first, second), label_weights[kinds])
     targets = targets.index_put((documents, first, second), (kinds != LINK_NEGATIVE).to(targets.dtype))
 
-    log_prob = pair_log_probs.clamp(max=math.log1p(-LOG_EPSILON))
-    log_complement = torch.log1p(-torch.exp(log_prob))
+    # Each log term is capped at -100 nats, like torch's BCELoss (the authors' criterion): one distant positive pair
+    # whose link probability underflows cannot dominate the loss.
+    log_prob = pair_log_probs.clamp(min=-BCE_LOG_FLOOR, max=math.log1p(-LOG_EPSILON))
+    log_complement = torch.log1p(-torch.exp(log_prob)).clamp(min=-BCE_LOG_FLOOR)
     cross_entropy = -(targets * log_prob + (1 - targets) * log_complement)
     return (weights * cross_entropy).sum(dim=(1, 2)).mean()
 
