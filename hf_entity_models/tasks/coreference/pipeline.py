@@ -14,7 +14,10 @@ CharSpan = tuple[int, int]
 
 
 class CoreferencePipeline(Pipeline):
-    """Read texts with a coreference memory model (PeTra, ...) and return what it tracked.
+    """Read texts with a coreference memory model (PeTra, the Referential Reader, ...) and return what it tracked.
+
+    The model's output must carry the memory log (``entity_probs``, ``overwrite_probs`` and ``coref_probs``, the
+    Referential Reader's update gates; optionally ``salience``) and, for queries, ``candidate_scores``.
 
     Two modes:
 
@@ -22,10 +25,12 @@ class CoreferencePipeline(Pipeline):
       memory found, each mention a dict with character ``start``, ``end`` and ``text`` into the input string. A
       token is a mention when the memory writes it to a cell (overwrite + coref) with at least
       ``mention_threshold``; an overwrite starts a new entity in that cell, a coref joins the cell's entity.
-      With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`).
+      With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`); it has a
+      ``salience`` entry too when the model tracks salience (Referential Reader).
     * **query** (GAP-style): ``pipe(text, pronoun=(start, end), candidates=[(s1, e1), (s2, e2)])`` returns the
-      link probability of the pronoun with every candidate (max of Eq. 9 over token pairs) and the decision under
-      the threshold stored in ``model.config.coref_threshold``.
+      link probability of the pronoun with every candidate (the model's ``candidate_scores``: its token link
+      probability, PeTra's Eq. 9 or the Referential Reader's Eq. 5, maximised over token pairs) and the decision
+      under the threshold stored in ``model.config.coref_threshold``.
 
     Texts may be a string or a list of strings; ``batch_size=`` batches them; long documents are encoded in
     windows by the model (nothing is truncated). To give every text of a list its own query, pass dicts:
@@ -100,6 +105,7 @@ class CoreferencePipeline(Pipeline):
             "entity_probs": outputs.entity_probs,
             "overwrite_probs": outputs.overwrite_probs,
             "coref_probs": outputs.coref_probs,
+            "salience": getattr(outputs, "salience", None),  # per-cell salience of the Referential Reader
             "candidate_scores": outputs.candidate_scores,
         }
         if single:
@@ -116,6 +122,8 @@ class CoreferencePipeline(Pipeline):
             "overwrite": model_outputs["overwrite_probs"][0, :length].float(),
             "coref": model_outputs["coref_probs"][0, :length].float(),
         }
+        if model_outputs.get("salience") is not None:
+            log["salience"] = model_outputs["salience"][0, :length].float()
         if query is not None:
             scores = model_outputs["candidate_scores"][0, : len(query[1])].tolist()
             result = _query_answer(text, query, scores, float(self.model.config.coref_threshold))
@@ -231,13 +239,16 @@ def _clusters(
         token_entity.append(entity_in_cell[chosen])
 
     clusters: dict[int, list[dict[str, Any]]] = {}
+    # Mentions never share characters: a word whose pieces went to two entities (or to one entity in two runs) is
+    # one mention, of the entity its first piece went to. Runs come in text order, so the mentions end in order too.
+    claimed_end = 0
     for entity, first, last in _runs(token_entity):
-        span = _whole_words(text, offsets[first][0], offsets[last][1])
-        if span is None:  # only punctuation
+        start, end = max(offsets[first][0], claimed_end), offsets[last][1]
+        span = _whole_words(text, start, end) if start < end else None
+        if span is None:  # only punctuation, or only the rest of a word that is already a mention
             continue
-        mentions = clusters.setdefault(entity, [])
-        if not mentions or mentions[-1]["start"] != span[0]:  # word pieces of one word form one mention
-            mentions.append(_mention(text, *span))
+        claimed_end = span[1]
+        clusters.setdefault(entity, []).append(_mention(text, *span))
     return [mentions for mentions in clusters.values() if mentions]
 
 
@@ -272,10 +283,6 @@ def _mention(text: str, start: int, end: int) -> dict[str, Any]:
 
 
 def _memory_log(text: str, offsets: list[tuple[int, int]], log: dict[str, torch.Tensor]) -> dict[str, Any]:
-    return {
-        "tokens": [text[start:end] for start, end in offsets],
-        "offsets": [list(pair) for pair in offsets],
-        "entity": log["entity"].tolist(),
-        "overwrite": log["overwrite"].tolist(),
-        "coref": log["coref"].tolist(),
-    }
+    memory_log = {"tokens": [text[start:end] for start, end in offsets], "offsets": [list(pair) for pair in offsets]}
+    memory_log.update({name: values.tolist() for name, values in log.items()})
+    return memory_log
