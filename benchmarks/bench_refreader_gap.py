@@ -12,6 +12,7 @@ validation), from the same cached encoder features. Reported, in one run:
 
     python benchmarks/bench_refreader_gap.py                          # 2, 4, 10 cells, 10 epochs each
     python benchmarks/bench_refreader_gap.py --cells 2 --epochs 3     # quick look
+    python benchmarks/bench_refreader_gap.py --speed-only --results benchmarks/results/refreader_vs_petra_speed.json
 
 Both models read the last four MiniLM layers in the same order (PeTra's), so they share one feature cache; the
 Referential Reader's own default order (last layer first, authors' code) only permutes its input weights.
@@ -58,6 +59,13 @@ def parse_args() -> argparse.Namespace:
         "--results", default=str(Path(__file__).parent / "results" / "refreader_vs_petra_gap.json")
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="skip training: time one memory step of both models back to back, interleaved, for every cell count "
+        "(the fair speed comparison on a machine that is also doing other work)",
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds with --speed-only")
     return parser.parse_args()
 
 
@@ -89,23 +97,58 @@ def median_seconds(function, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def memory_step_seconds(model, batches: list[dict]) -> dict[str, float]:
+def memory_step_seconds(model, batches: list[dict], repeats: int = 3) -> dict[str, float]:
     """Seconds per token step of the memory (batch of 32 documents read in parallel), inference and training."""
     steps = sum(int(batch["attention_mask"].sum(-1).max()) for batch in batches)
     inference = training = 0.0
     for batch in batches:
         model.eval()
         with torch.no_grad():
-            inference += median_seconds(lambda: model(**batch))
+            inference += median_seconds(lambda: model(**batch), repeats)
         model.train()
 
         def train_step():
             model.zero_grad(set_to_none=True)
             model(**batch).loss.backward()
 
-        training += median_seconds(train_step)
+        training += median_seconds(train_step, repeats)
     model.zero_grad(set_to_none=True)
     return {"inference_seconds_per_step": inference / steps, "training_seconds_per_step": training / steps}
+
+
+def interleaved_step_seconds(cells: int, tokenizer, args) -> dict[str, dict[str, float]]:
+    """Seconds per memory step of both models, timed in alternation on the same documents.
+
+    Each round times every model once (inference, then a training step), so a change in machine load during the
+    measurement hits both models alike; the median over rounds is reported.
+    """
+    models, batches, times = {}, {}, {}
+    for name in args.models:
+        set_seed(args.seed)
+        models[name] = build_model(name, cells)
+        batches[name] = timing_batches(models[name], tokenizer, args.speed_batches)
+        memory_step_seconds(models[name], batches[name][:1])  # warm-up
+        times[name] = {"inference_seconds_per_step": [], "training_seconds_per_step": []}
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            for key, value in memory_step_seconds(model, batches[name], repeats=1).items():
+                times[name][key].append(value)
+    return {name: {key: statistics.median(values) for key, values in record.items()} for name, record in times.items()}
+
+
+def run_speed_only(tokenizer, args) -> dict:
+    results = {"runs": {}, "ratios": {}}
+    for cells in args.cells:
+        print(f"=== speed, {cells} cells")
+        for name, record in interleaved_step_seconds(cells, tokenizer, args).items():
+            results["runs"][f"{name}-{cells}"] = record
+        refreader, petra = results["runs"].get(f"refreader-{cells}"), results["runs"].get(f"petra-{cells}")
+        if refreader and petra:
+            results["ratios"][f"{cells}_cells"] = {
+                f"{key}_refreader_over_petra": refreader[key] / petra[key] for key in refreader
+            }
+        print(json.dumps({key: value for key, value in results["runs"].items() if key.endswith(f"-{cells}")}, indent=2))
+    return results
 
 
 def run_one(name: str, cells: int, tokenizer, args) -> dict:
@@ -175,6 +218,12 @@ def main() -> None:
     }
     results_path = Path(args.results)
     results_path.parent.mkdir(parents=True, exist_ok=True)
+    if args.speed_only:
+        results.update(run_speed_only(tokenizer, args))
+        results["command"] = command + f" --speed-only --repeats {args.repeats}"
+        results.pop("recipe")
+        results_path.write_text(json.dumps(results, indent=2))
+        return
     for cells in args.cells:
         for name in args.models:
             print(f"=== {name}, {cells} cells")

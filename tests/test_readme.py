@@ -30,6 +30,8 @@ def test_readme_user_stories_run(tmp_path, shared_data):
             "HF_HUB_OFFLINE": "0",
             "HF_HOME": str(tmp_path / "hf_home"),
             "MPLBACKEND": "Agg",
+            # Small recurrent models are all per-step overhead: one thread is fastest, and it keeps a busy machine usable.
+            "OMP_NUM_THREADS": "1",
         }
         process = subprocess.run(
             [sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=600
