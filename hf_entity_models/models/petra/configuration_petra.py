@@ -1,14 +1,14 @@
 """PeTra model configuration.
 
-This file is self-contained (it imports only ``transformers``, ``huggingface_hub`` and ``evaluation_results.py`` of
-its own folder) so that it can be copied to the Hub with ``register_for_auto_class`` and loaded with
-``trust_remote_code=True``.
+This file is self-contained (it imports only ``transformers``, ``huggingface_hub`` and files of its own folder) so
+that it can be copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
 """
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from .coreference_links import check_encoder_settings
 from .evaluation_results import check_evaluation_results, with_recorded_result
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
@@ -228,27 +228,8 @@ class PetraConfig(PreTrainedConfig):
         )
 
     def _check_encoder_fields(self) -> None:
-        num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
-        _require(len(self.encoder_layers) >= 1, "encoder_layers must name at least one encoder layer, e.g. [-1].")
-        _require(
-            len(set(self.encoder_layers)) == len(self.encoder_layers),
-            f"encoder_layers must not repeat a layer, got {self.encoder_layers}.",
-        )
-        if num_layers is not None:
-            # hidden_states has num_layers + 1 entries: the embeddings, then one per layer.
-            valid = range(-(num_layers + 1), num_layers + 1)
-            bad = [layer for layer in self.encoder_layers if layer not in valid]
-            _require(
-                not bad,
-                f"encoder_layers {bad} do not exist in an encoder with {num_layers} layers; use indices in "
-                f"[-{num_layers + 1}, {num_layers}] (0 = embeddings, -1 = last layer).",
-            )
-        window = self.max_encoder_window
-        _require(window >= 2, f"encoder_window_size must be >= 2, got {window}.")
-        _require(
-            0 <= self.effective_window_overlap < window,
-            f"encoder_window_overlap must be in [0, encoder window size {window}), got "
-            f"{self.encoder_window_overlap}.",
+        check_encoder_settings(
+            self.encoder_config, self.encoder_layers, self.max_encoder_window, self.effective_window_overlap
         )
 
 

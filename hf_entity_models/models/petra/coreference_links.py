@@ -6,9 +6,10 @@ with ``trust_remote_code=True``; tests/test_model_folder_copies.py checks the co
 copy it to the others.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
+from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 
 # Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
 LINK_NEGATIVE = 0  # the pronoun and a name it does not refer to: target 0
@@ -18,6 +19,20 @@ IGNORE_INDEX = -100  # padding pairs
 
 # Clamp used inside logarithms of probabilities, as in the authors' code.
 LOG_EPSILON = 1e-7
+
+
+def candidate_scores_if_asked(
+    link_log_probs: Callable[[torch.LongTensor], torch.Tensor],
+    pronoun_spans: torch.LongTensor | None,
+    candidate_spans: torch.LongTensor | None,
+    length: int,
+) -> torch.Tensor | None:
+    """`span_link_probabilities` when the forward call got both spans, None when it got neither."""
+    if (pronoun_spans is None) != (candidate_spans is None):
+        raise ValueError("Pass `pronoun_spans` and `candidate_spans` together to get `candidate_scores`.")
+    if pronoun_spans is None:
+        return None
+    return span_link_probabilities(link_log_probs, pronoun_spans, candidate_spans, length)
 
 
 def span_link_probabilities(
@@ -182,6 +197,45 @@ def _best_window_per_token(
     context = torch.minimum(offsets, window - 1 - offsets).masked_fill(~inside, -1)
     best_window = context.argmax(dim=0)
     return best_window, positions - window_starts.squeeze(1)[best_window]
+
+
+def load_pretrained_encoder(encoder_name_or_path: str) -> PreTrainedModel:
+    """The pretrained encoder a coreference model is built around (`from_encoder`)."""
+    return AutoModel.from_pretrained(encoder_name_or_path)
+
+
+def copy_encoder_weights(target: torch.nn.Module, source: PreTrainedModel, encoder_name_or_path: str) -> None:
+    """Load `source`'s weights into the model's encoder, built from the same config; refuse any mismatch."""
+    missing, unexpected = target.load_state_dict(source.state_dict(), strict=False)
+    if missing or unexpected:
+        raise ValueError(
+            f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
+            f"(missing: {missing}, unexpected: {unexpected})."
+        )
+
+
+def check_encoder_settings(
+    encoder_config: PreTrainedConfig, encoder_layers: Sequence[int], window: int, overlap: int
+) -> None:
+    """Validate the encoder fields of a config: the layers read exist and the encoder windows are well formed."""
+    if len(encoder_layers) < 1:
+        raise ValueError("encoder_layers must name at least one encoder layer, e.g. [-1].")
+    if len(set(encoder_layers)) != len(encoder_layers):
+        raise ValueError(f"encoder_layers must not repeat a layer, got {list(encoder_layers)}.")
+    num_layers = getattr(encoder_config, "num_hidden_layers", None)
+    if num_layers is not None:
+        # hidden_states has num_layers + 1 entries: the embeddings, then one per layer.
+        valid = range(-(num_layers + 1), num_layers + 1)
+        bad = [layer for layer in encoder_layers if layer not in valid]
+        if bad:
+            raise ValueError(
+                f"encoder_layers {bad} do not exist in an encoder with {num_layers} layers; use indices in "
+                f"[-{num_layers + 1}, {num_layers}] (0 = embeddings, -1 = last layer)."
+            )
+    if window < 2:
+        raise ValueError(f"encoder_window_size must be >= 2, got {window}.")
+    if not 0 <= overlap < window:
+        raise ValueError(f"encoder_window_overlap must be in [0, encoder window size {window}), got {overlap}.")
 
 
 # ----------------------------------------------------------------------------------------------- input checks

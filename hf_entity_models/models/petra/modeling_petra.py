@@ -26,10 +26,13 @@ from .coreference_links import (
     LINK_SELF,
     LOG_EPSILON,
     active_documents_per_step,
+    candidate_scores_if_asked,
     check_link_inputs,
     check_right_padding,
+    copy_encoder_weights,
     encode_in_windows,
     gather_tokens,
+    load_pretrained_encoder,
     packed_positions,
     span_link_probabilities,
     unpack_steps,
@@ -500,15 +503,10 @@ class PetraForCoreference(PetraPreTrainedModel):
 
         ```
         """
-        encoder = AutoModel.from_pretrained(encoder_name_or_path)
+        encoder = load_pretrained_encoder(encoder_name_or_path)
         config = PetraConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
         model = cls(config)
-        missing, unexpected = model.petra.encoder.load_state_dict(encoder.state_dict(), strict=False)
-        if missing or unexpected:
-            raise ValueError(
-                f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
-                f"(missing: {missing}, unexpected: {unexpected})."
-            )
+        copy_encoder_weights(model.petra.encoder, encoder, encoder_name_or_path)
         model.config.name_or_path = str(encoder_name_or_path)
         return model
 
@@ -562,11 +560,7 @@ class PetraForCoreference(PetraPreTrainedModel):
         link_log_probs = LinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
         length = memory_output.entity_probs.shape[1]
 
-        candidate_scores = None
-        if (pronoun_spans is None) != (candidate_spans is None):
-            raise ValueError("Pass `pronoun_spans` and `candidate_spans` together to get `candidate_scores`.")
-        if pronoun_spans is not None:
-            candidate_scores = span_link_probabilities(link_log_probs, pronoun_spans, candidate_spans, length)
+        candidate_scores = candidate_scores_if_asked(link_log_probs, pronoun_spans, candidate_spans, length)
 
         loss = coref_loss = entity_loss = None
         if (link_pairs is None) != (link_labels is None):

@@ -10,6 +10,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from .coreference_links import check_encoder_settings
 from .evaluation_results import check_evaluation_results, with_recorded_result
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
@@ -275,25 +276,8 @@ class RefReaderConfig(PreTrainedConfig):
         self.validate_evaluation_results()
 
     def _check_encoder_fields(self) -> None:
-        num_layers = getattr(self.encoder_config, "num_hidden_layers", None)
-        _require(len(self.encoder_layers) >= 1, "encoder_layers must name at least one encoder layer, e.g. [-1].")
-        _require(
-            len(set(self.encoder_layers)) == len(self.encoder_layers),
-            f"encoder_layers must not repeat a layer, got {self.encoder_layers}.",
-        )
-        if num_layers is not None:
-            valid = range(-(num_layers + 1), num_layers + 1)  # hidden_states: embeddings + one per layer
-            bad = [layer for layer in self.encoder_layers if layer not in valid]
-            _require(
-                not bad,
-                f"encoder_layers {bad} do not exist in an encoder with {num_layers} layers; use indices in "
-                f"[-{num_layers + 1}, {num_layers}] (0 = embeddings, -1 = last layer).",
-            )
-        window = self.max_encoder_window
-        _require(window >= 2, f"encoder_window_size must be >= 2, got {window}.")
-        _require(
-            0 <= self.effective_window_overlap < window,
-            f"encoder_window_overlap must be in [0, encoder window size {window}), got {self.encoder_window_overlap}.",
+        check_encoder_settings(
+            self.encoder_config, self.encoder_layers, self.max_encoder_window, self.effective_window_overlap
         )
 
 

@@ -26,12 +26,14 @@ from .coreference_links import (
     LINK_SELF,
     LOG_EPSILON,
     active_documents_per_step,
+    candidate_scores_if_asked,
     check_link_inputs,
     check_right_padding,
+    copy_encoder_weights,
     encode_in_windows,
     gather_tokens,
+    load_pretrained_encoder,
     packed_positions,
-    span_link_probabilities,
     unpack_steps,
 )
 from .card_refreader import REFREADER_MODEL_CARD
@@ -627,16 +629,11 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
 
         ```
         """
-        encoder = AutoModel.from_pretrained(encoder_name_or_path)
+        encoder = load_pretrained_encoder(encoder_name_or_path)
         config_overrides.setdefault("key_size", ENCODER_KEY_SIZE)
         config = RefReaderConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
         model = cls(config)
-        missing, unexpected = model.refreader.encoder.load_state_dict(encoder.state_dict(), strict=False)
-        if missing or unexpected:
-            raise ValueError(
-                f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
-                f"(missing: {missing}, unexpected: {unexpected})."
-            )
+        copy_encoder_weights(model.refreader.encoder, encoder, encoder_name_or_path)
         model.config.name_or_path = str(encoder_name_or_path)
         return model
 
@@ -693,11 +690,7 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
         link_log_probs = RefReaderLinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
         length = memory_output.entity_probs.shape[1]
 
-        candidate_scores = None
-        if (pronoun_spans is None) != (candidate_spans is None):
-            raise ValueError("Pass `pronoun_spans` and `candidate_spans` together to get `candidate_scores`.")
-        if pronoun_spans is not None:
-            candidate_scores = span_link_probabilities(link_log_probs, pronoun_spans, candidate_spans, length)
+        candidate_scores = candidate_scores_if_asked(link_log_probs, pronoun_spans, candidate_spans, length)
 
         loss = coref_loss = lm_loss = None
         if (link_pairs is None) != (link_labels is None):
