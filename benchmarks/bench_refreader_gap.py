@@ -12,7 +12,8 @@ validation), from the same cached encoder features. Reported, in one run:
 
     python benchmarks/bench_refreader_gap.py                          # 2, 4, 10 cells, 10 epochs each
     python benchmarks/bench_refreader_gap.py --cells 2 --epochs 3     # quick look
-    python benchmarks/bench_refreader_gap.py --speed-only --results benchmarks/results/refreader_vs_petra_speed.json
+    python benchmarks/bench_refreader_gap.py --speed-only --threads 1 --speed-batches 2 --repeats 5 \
+        --results benchmarks/results/refreader_vs_petra_speed.json
 
 Both models read the last four MiniLM layers in the same order (PeTra's), so they share one feature cache; the
 Referential Reader's own default order (last layer first, authors' code) only permutes its input weights.
@@ -220,7 +221,11 @@ def main() -> None:
     results_path.parent.mkdir(parents=True, exist_ok=True)
     if args.speed_only:
         results.update(run_speed_only(tokenizer, args))
-        results["command"] = command + f" --speed-only --repeats {args.repeats}"
+        results["command"] = (
+            f"python benchmarks/bench_refreader_gap.py --speed-only --cells {' '.join(map(str, args.cells))} "
+            f"--speed-batches {args.speed_batches} --repeats {args.repeats} --seed {args.seed}"
+            + (f" --threads {args.threads}" if args.threads else "")
+        )
         results.pop("recipe")
         results_path.write_text(json.dumps(results, indent=2))
         return
