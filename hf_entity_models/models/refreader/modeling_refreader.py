@@ -253,7 +253,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
         >>> import torch
         >>> model = RefReaderModel(RefReaderConfig(vocab_size=10, embedding_size=4, hidden_size=4))
         >>> model.load_word_vectors(torch.ones(10, 4))
-        >>> float(model.embeddings.weight.sum())
+        >>> float(model.embeddings.weight.detach().sum())
         40.0
 
         ```
