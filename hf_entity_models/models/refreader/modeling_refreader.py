@@ -423,8 +423,12 @@ class RefReaderModel(RefReaderPreTrainedModel):
         active_per_step = active_documents_per_step(lengths[order].tolist())
         inputs, token_mask = inputs[order], token_mask[order]
 
-        pre_recurrent_inputs = self.input_projection(inputs)
-        gru_inputs = F.linear(inputs, self.gru.weight_ih, self.gru.bias_ih)
+        # U x_t and the GRU's input gates for all tokens in one matmul (the largest matmul of the reader).
+        input_weight = torch.cat([self.input_projection.weight, self.gru.weight_ih], dim=0)
+        input_bias = torch.cat([self.input_projection.bias, self.gru.bias_ih], dim=0)
+        pre_recurrent_inputs, gru_inputs = F.linear(inputs, input_weight, input_bias).split(
+            [self.config.hidden_size, 3 * self.config.hidden_size], dim=-1
+        )
         # Everything computed from h~_t, in one matmul per step: gates, query and key hidden layers, value candidate.
         readers = (self.entity_gate, self.reference_gate, self.memory_gate, self.query_hidden,
                    self.key_candidate_hidden, self.value_candidate)  # fmt: skip
@@ -474,14 +478,14 @@ class RefReaderModel(RefReaderPreTrainedModel):
         """One token for every active document: gates, salience, memory read, GRU, memory write."""
         hidden, keys, values, salience = state
         key_size, hidden_size = self.config.key_size, self.config.hidden_size
-        pre_recurrent = self.dropout(torch.tanh(pre_input + self.recurrent_projection(hidden)))
+        pre_recurrent = self.dropout(torch.tanh(torch.addmm(pre_input, hidden, self.recurrent_projection.weight.t())))
         fused = F.linear(pre_recurrent, fused_weight, fused_bias)
         gate_logits, query_hidden, key_hidden, value_logits = fused.split([3, key_size, key_size, hidden_size], -1)
 
         entity = torch.sigmoid(gate_logits[:, :1]) * is_token.unsqueeze(-1)  # special tokens and padding: 0
         reference = torch.sigmoid(gate_logits[:, 1:2]) * entity
         query = self.query_output(torch.tanh(query_hidden))
-        scores = torch.einsum("bnk,bk->bn", keys, query) + self.query_bias
+        scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1) + self.query_bias
         attention = reference * torch.softmax(scores, dim=-1)
         update = torch.minimum(attention, 2 * salience)
         overwrite_amount = torch.clamp(entity - update.sum(-1, keepdim=True), 0.0, 1.0)
@@ -494,7 +498,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
         salience = update + overwrite + remember * salience * decay
 
         # Eq. 1: the memory summary uses the new salience and the values before this token's write.
-        memory_summary = torch.einsum("bn,bnh->bh", salience, values)
+        memory_summary = torch.bmm(salience.unsqueeze(1), values).squeeze(1)
         memory_gate = torch.minimum(torch.sigmoid(gate_logits[:, 2:3]), salience.sum(-1, keepdim=True))
         mixed = (1 - memory_gate) * hidden + memory_gate * memory_summary
         hidden = _gru_cell(gru_input, mixed, self.gru)
