@@ -8,14 +8,14 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from .coreference_links import check_encoder_settings
-from .evaluation_results import check_evaluation_results, with_recorded_result
+from .coreference_links import EncoderWindowMixin
+from .evaluation_results import EvaluationResultsMixin
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
 
 
 @strict
-class PetraConfig(PreTrainedConfig):
+class PetraConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     r"""
     Configuration of a PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for
     People Tracking"): a frozen pretrained encoder, a one-layer GRU and a memory of ``num_memory_cells`` cells
@@ -127,23 +127,14 @@ class PetraConfig(PreTrainedConfig):
         self._check_values()
 
     @property
+    def encoder_is_frozen(self) -> bool:
+        """True when the encoder is not trained, so its features can be computed once and cached."""
+        return self.freeze_encoder
+
+    @property
     def encoder_feature_size(self) -> int:
         """Size of the concatenated encoder features fed to the GRU."""
         return len(self.encoder_layers) * self.encoder_config.hidden_size
-
-    @property
-    def max_encoder_window(self) -> int:
-        """Longest token window the encoder is given at once."""
-        if self.encoder_window_size is not None:
-            return self.encoder_window_size
-        return getattr(self.encoder_config, "max_position_embeddings", 512)
-
-    @property
-    def effective_window_overlap(self) -> int:
-        """Tokens shared by consecutive encoder windows."""
-        if self.encoder_window_overlap is not None:
-            return self.encoder_window_overlap
-        return self.max_encoder_window // 4
 
     def _check_values(self) -> None:
         _require(self.hidden_size >= 1, f"hidden_size must be >= 1, got {self.hidden_size}.")
@@ -173,65 +164,6 @@ class PetraConfig(PreTrainedConfig):
         )
         self._check_encoder_fields()
         self.validate_evaluation_results()
-
-    def validate_evaluation_results(self) -> None:
-        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
-        check_evaluation_results(self.evaluation_results)
-
-    def record_evaluation(
-        self,
-        task: str,
-        dataset: str,
-        split: str,
-        metric: str,
-        value: float,
-        threshold: float | None = None,
-        dataset_name: str | None = None,
-        metric_name: str | None = None,
-    ) -> None:
-        """Record one measured result so that the model card reports it.
-
-        A result with the same task, dataset, split and metric replaces the earlier one (re-tuning the threshold
-        updates the card instead of listing stale values).
-
-        Args:
-            task: What was evaluated, e.g. `"coreference"`.
-            dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
-            split: Dataset split, e.g. `"validation"`.
-            metric: Metric id, e.g. `"f1"`, `"bias"`.
-            value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
-            threshold: Decision threshold the value was measured at, if any.
-            dataset_name: Display name of the dataset, e.g. `"GAP"`.
-            metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
-
-        Example:
-
-        ```python
-        >>> config = PetraConfig(hidden_size=16, mlp_hidden_size=16)
-        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)
-        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.72, threshold=0.04)
-        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]
-        [('f1', 0.72)]
-
-        ```
-        """
-        self.evaluation_results = with_recorded_result(
-            self.evaluation_results,
-            task=task,
-            dataset=dataset,
-            split=split,
-            metric=metric,
-            value=value,
-            threshold=threshold,
-            dataset_name=dataset_name,
-            metric_name=metric_name,
-        )
-
-    def _check_encoder_fields(self) -> None:
-        check_encoder_settings(
-            self.encoder_config, self.encoder_layers, self.max_encoder_window, self.effective_window_overlap
-        )
-
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

@@ -214,6 +214,30 @@ def copy_encoder_weights(target: torch.nn.Module, source: PreTrainedModel, encod
         )
 
 
+class EncoderWindowMixin:
+    """Encoder-window settings of a config with `encoder_config`, `encoder_layers`, `encoder_window_size` and
+    `encoder_window_overlap` fields: the effective window and overlap, and their validation."""
+
+    @property
+    def max_encoder_window(self) -> int:
+        """Longest token window the encoder is given at once (default: its `max_position_embeddings`)."""
+        if self.encoder_window_size is not None:
+            return self.encoder_window_size
+        return getattr(self.encoder_config, "max_position_embeddings", 512)
+
+    @property
+    def effective_window_overlap(self) -> int:
+        """Tokens shared by consecutive encoder windows (default: a quarter of the window)."""
+        if self.encoder_window_overlap is not None:
+            return self.encoder_window_overlap
+        return self.max_encoder_window // 4
+
+    def _check_encoder_fields(self) -> None:
+        check_encoder_settings(
+            self.encoder_config, self.encoder_layers, self.max_encoder_window, self.effective_window_overlap
+        )
+
+
 def check_encoder_settings(
     encoder_config: PreTrainedConfig, encoder_layers: Sequence[int], window: int, overlap: int
 ) -> None:

@@ -3,7 +3,8 @@
 Model-agnostic and copied byte-identically into every model folder that records results
 (tests/test_model_folder_copies.py checks the copies and names the reference one): a model folder is shipped to the
 Hub on its own and loaded with `trust_remote_code=True`, so it cannot import this from another folder. It imports
-only the standard library; the config of its folder delegates to it, and the model card reads the results it keeps.
+only the standard library; the config of its folder inherits `EvaluationResultsMixin`, and the model card reads the
+results it keeps.
 """
 
 import math
@@ -13,6 +14,64 @@ from typing import Any
 # Keys of one `evaluation_results` entry: what identifies the measurement, then optional display details.
 EVALUATION_RESULT_KEYS = ("task", "dataset", "split", "metric", "value")
 EVALUATION_RESULT_OPTIONAL_KEYS = ("threshold", "dataset_name", "metric_name")
+
+
+class EvaluationResultsMixin:
+    """`record_evaluation` and `validate_evaluation_results` for a config with an `evaluation_results` field."""
+
+    evaluation_results: list[dict[str, Any]] | None
+
+    def record_evaluation(
+        self,
+        task: str,
+        dataset: str,
+        split: str,
+        metric: str,
+        value: float,
+        threshold: float | None = None,
+        dataset_name: str | None = None,
+        metric_name: str | None = None,
+    ) -> None:
+        """Record one measured result so that the model card reports it.
+
+        A result with the same task, dataset, split and metric replaces the earlier one (re-tuning the threshold
+        updates the card instead of listing stale values).
+
+        Args:
+            task: What was evaluated, e.g. `"coreference"`.
+            dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
+            split: Dataset split, e.g. `"validation"`.
+            metric: Metric id, e.g. `"f1"`, `"bias"`.
+            value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
+            threshold: Decision threshold the value was measured at, if any.
+            dataset_name: Display name of the dataset, e.g. `"GAP"`.
+            metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
+
+        Example:
+
+        ```python
+        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)  # doctest: +SKIP
+        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.72, threshold=0.04)  # doctest: +SKIP
+        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]  # doctest: +SKIP
+        [('f1', 0.72)]
+
+        ```
+        """
+        self.evaluation_results = with_recorded_result(
+            self.evaluation_results,
+            task=task,
+            dataset=dataset,
+            split=split,
+            metric=metric,
+            value=value,
+            threshold=threshold,
+            dataset_name=dataset_name,
+            metric_name=metric_name,
+        )
+
+    def validate_evaluation_results(self) -> None:
+        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
+        check_evaluation_results(self.evaluation_results)
 
 
 def check_evaluation_results(results: list[dict[str, Any]] | None) -> None:

@@ -487,6 +487,9 @@ class PetraForCoreference(PetraPreTrainedModel):
     ```
     """
 
+    # GAP token pairs this model is trained on (see `tasks.coreference.build_link_pairs`).
+    gap_link_scheme = "petra"
+
     def __init__(self, config: PetraConfig):
         super().__init__(config)
         self.petra = PetraModel(config)

@@ -10,8 +10,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from .coreference_links import check_encoder_settings
-from .evaluation_results import check_evaluation_results, with_recorded_result
+from .coreference_links import EncoderWindowMixin
+from .evaluation_results import EvaluationResultsMixin
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
 INCREMENTAL_KEY_SIZE = 16
@@ -19,7 +19,7 @@ ENCODER_KEY_SIZE = 32
 
 
 @strict
-class RefReaderConfig(PreTrainedConfig):
+class RefReaderConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     r"""
     Configuration of a Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A
     Recurrent Entity Network for Anaphora Resolution"): a recurrent reader that stores entity mentions in a memory
@@ -158,6 +158,11 @@ class RefReaderConfig(PreTrainedConfig):
         return self.encoder_config is not None
 
     @property
+    def encoder_is_frozen(self) -> bool:
+        """True when the reader reads an encoder (always frozen), so its features can be computed once and cached."""
+        return self.uses_encoder
+
+    @property
     def input_feature_size(self) -> int:
         """Size D_x of the reader's inputs x_t: concatenated encoder layers, or the word embeddings."""
         if self.uses_encoder:
@@ -173,60 +178,6 @@ class RefReaderConfig(PreTrainedConfig):
     def non_entity_decay(self) -> float:
         """gamma_n of Eq. 2: salience kept per non-entity token."""
         return math.exp(math.log(0.5) / self.non_entity_half_life)
-
-    @property
-    def max_encoder_window(self) -> int:
-        """Longest token window the encoder is given at once."""
-        if self.encoder_window_size is not None:
-            return self.encoder_window_size
-        return getattr(self.encoder_config, "max_position_embeddings", 512)
-
-    @property
-    def effective_window_overlap(self) -> int:
-        """Tokens shared by consecutive encoder windows."""
-        if self.encoder_window_overlap is not None:
-            return self.encoder_window_overlap
-        return self.max_encoder_window // 4
-
-    def record_evaluation(
-        self,
-        task: str,
-        dataset: str,
-        split: str,
-        metric: str,
-        value: float,
-        threshold: float | None = None,
-        dataset_name: str | None = None,
-        metric_name: str | None = None,
-    ) -> None:
-        """Record one measured result so that the model card reports it (replacing an earlier value of the same
-        task, dataset, split and metric).
-
-        Example:
-
-        ```python
-        >>> config = RefReaderConfig(vocab_size=100, embedding_size=16, hidden_size=16)
-        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)
-        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]
-        [('f1', 0.7)]
-
-        ```
-        """
-        self.evaluation_results = with_recorded_result(
-            self.evaluation_results,
-            task=task,
-            dataset=dataset,
-            split=split,
-            metric=metric,
-            value=value,
-            threshold=threshold,
-            dataset_name=dataset_name,
-            metric_name=metric_name,
-        )
-
-    def validate_evaluation_results(self) -> None:
-        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
-        check_evaluation_results(self.evaluation_results)
 
     def _check_values(self) -> None:
         for name in ("hidden_size", "key_size", "vocab_size", "embedding_size"):
@@ -274,12 +225,6 @@ class RefReaderConfig(PreTrainedConfig):
         if self.uses_encoder:
             self._check_encoder_fields()
         self.validate_evaluation_results()
-
-    def _check_encoder_fields(self) -> None:
-        check_encoder_settings(
-            self.encoder_config, self.encoder_layers, self.max_encoder_window, self.effective_window_overlap
-        )
-
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

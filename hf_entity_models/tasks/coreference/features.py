@@ -242,11 +242,8 @@ def _hash_weights(digest: Any, encoder: torch.nn.Module) -> None:
 
 
 def uses_frozen_encoder(model: torch.nn.Module) -> bool:
-    """True when the model reads a frozen encoder whose features can be cached (PeTra; RefReader on BERT)."""
-    config = model.config
-    if config.model_type == "refreader":  # the reader's encoder, when it has one, is always frozen
-        return config.encoder_config is not None
-    return bool(getattr(config, "freeze_encoder", False))
+    """True when the model reads a frozen encoder whose features can be cached (`config.encoder_is_frozen`)."""
+    return bool(getattr(model.config, "encoder_is_frozen", False))
 
 
 def _encoder_of(model: torch.nn.Module) -> torch.nn.Module:
