@@ -1,6 +1,7 @@
 """Frozen-encoder feature caching: same features as the encoder, loaded from disk without it, same loss."""
 
 import logging
+import os
 from pathlib import Path
 
 import datasets
@@ -104,6 +105,29 @@ def test_second_call_loads_from_disk_without_the_encoder(prepared, tmp_path, mon
     with pytest.raises(AssertionError, match="the encoder ran"):
         cache_encoder_features(model, prepared.select([0, 1]), cache_dir=tmp_path, show_progress=False)
     cache_encoder_features(model, prepared, cache_dir=tmp_path, show_progress=False)  # restored: loads again
+
+
+def test_gap_file_edited_in_place_with_the_same_mtime_gets_fresh_features(tokenizer, tmp_path):
+    # The cache is keyed on the token ids themselves, and the GAP reader on the file's bytes: a file rewritten
+    # with its modification time restored (`cp -p`, `rsync -t`, `tar`) is never read, or encoded, stale.
+    header = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL"
+    path = tmp_path / "gap.tsv"
+    path.write_text(f"{header}\nt-1\tMary met Ann. She left.\tShe\t14\tMary\t0\tTRUE\tAnn\t9\tFALSE\t\n")
+    stat = path.stat()
+    model = tiny_model()
+    first = cache_encoder_features(model, prepare_gap_dataset(path, tokenizer), cache_dir=tmp_path / "cache",
+                                   show_progress=False)
+    path.write_text(f"{header}\nt-1\tMary saw Ann. She left.\tShe\t14\tMary\t0\tTRUE\tAnn\t9\tFALSE\t\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+
+    edited = prepare_gap_dataset(path, tokenizer)
+    assert tokenizer.decode(edited[0]["input_ids"][2:3]) == "saw"
+    second = cache_encoder_features(model, edited, cache_dir=tmp_path / "cache", show_progress=False)
+    assert len(list((tmp_path / "cache").glob("*.safetensors"))) == 2
+    model.eval()
+    torch.testing.assert_close(second[0]["encoder_features"], direct_features(model, edited[0]), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(second[0]["encoder_features"], first[0]["encoder_features"])
 
 
 def test_corrupt_cache_file_is_rebuilt_with_a_warning(prepared, tmp_path, caplog):

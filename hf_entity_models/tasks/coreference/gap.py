@@ -126,7 +126,8 @@ def _looks_like_hub_id(source: str) -> bool:
 
 
 def _load_gap_tsv(path: Path) -> datasets.Dataset:
-    header = _read_header(path)
+    content = path.read_bytes()
+    header = _read_header(path, content)
     missing = [column for column in _REQUIRED_COLUMNS if column not in {_snake_case(name) for name in header}]
     if missing:
         raise ValueError(
@@ -135,6 +136,10 @@ def _load_gap_tsv(path: Path) -> datasets.Dataset:
         )
     return datasets.load_dataset(
         "csv",
+        # `datasets` keys its cache on the path and modification time only: a file edited in place with its mtime
+        # restored (`cp -p`, `rsync -t`, `tar`) would be read stale. A config name holding a hash of the bytes
+        # keys the cache on the content; unchanged files still load from the cache.
+        name=f"gap-{hashlib.sha256(content).hexdigest()[:32]}",
         data_files={"train": str(path.resolve())},
         split="train",
         delimiter="\t",
@@ -148,12 +153,23 @@ def _load_gap_tsv(path: Path) -> datasets.Dataset:
     )
 
 
-def _read_header(path: Path) -> list[str]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        first_line = handle.readline().rstrip("\r\n")
-    if not first_line.strip():
+def _read_header(path: Path, content: bytes) -> list[str]:
+    """The header fields, after checking that the file has a header and at least one row."""
+    try:
+        # Rows end at "\n" only, as for the CSV reader; str.splitlines would also split at characters such as
+        # U+2028 that may occur inside a text.
+        lines = [line.rstrip("\r") for line in content.decode("utf-8-sig").split("\n")]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: the file is not UTF-8 text ({error}); GAP files are UTF-8 TSV files.") from None
+    if not lines[0].strip():
         raise ValueError(f"{path}: the file is empty; expected a GAP TSV file with a header row.")
-    return first_line.split("\t")
+    if not any(line.strip() for line in lines[1:]):
+        # `datasets` would only say "Instruction 'train' corresponds to no data".
+        raise ValueError(
+            f"{path}: the file has a header but no rows; a GAP TSV file needs at least one tab-separated row under "
+            "the header (is it a truncated copy?)."
+        )
+    return lines[0].split("\t")
 
 
 def _load_gap_from_hub(dataset_id: str, split: str | None) -> datasets.Dataset:
