@@ -4,6 +4,7 @@ Importing the package registers every config and model with the transformers Aut
 """
 
 from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
+from .models._shared.entity_hub import CheckpointError
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutoModelForCoreference",
+    "CheckpointError",
     "PetraConfig",
     "PetraForCoreference",
     "PetraModel",

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny models built from configs in code (nothing is downloaded) and the shared data folder."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,9 @@ def shared_data() -> Path:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def saved_source(source_file: Path) -> str:
+    """What a checkpoint folder holds for one of the package's code files: the file itself, with its imports of the
+    shared model code made relative (the shared modules are saved next to it)."""
+    return re.sub(r"^from hf_entity_models\.models\._shared\.", "from .", Path(source_file).read_text(), flags=re.M)

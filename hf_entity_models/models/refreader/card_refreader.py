@@ -8,7 +8,7 @@ model-agnostic `entity_hub.py` of this folder, from `REFREADER_MODEL_CARD`. Part
 from transformers import PreTrainedModel
 
 from .configuration_refreader import RefReaderConfig
-from .entity_hub import ModelCardSpec, hub_model_id
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
 
 _EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."
 _EXAMPLE_QUERY = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"

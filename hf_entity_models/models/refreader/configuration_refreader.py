@@ -8,10 +8,10 @@ import math
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
-from transformers.configuration_utils import SubConfigSpec
 
-from .coreference_links import EncoderWindowMixin
-from .evaluation_results import EvaluationResultsMixin
+from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, build_encoder_config
+from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
+from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
 INCREMENTAL_KEY_SIZE = 16
@@ -19,7 +19,7 @@ ENCODER_KEY_SIZE = 32
 
 
 @strict
-class RefReaderConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
+class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
     r"""
     Configuration of a Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A
     Recurrent Entity Network for Anaphora Resolution"): a recurrent reader that stores entity mentions in a memory
@@ -113,9 +113,7 @@ class RefReaderConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConf
 
     model_type = "refreader"
     keys_to_ignore_at_inference = ["coref_loss", "lm_loss", "memory_keys", "memory_values", "hidden_states"]
-    sub_configs_defaults = {
-        "encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert", optional=True)
-    }
+    sub_configs = {"encoder_config": AutoConfig}
 
     encoder_config: dict | PreTrainedConfig | None = None
     encoder_layers: list[int] | tuple[int, ...] = (-1, -2, -3, -4)
@@ -146,6 +144,7 @@ class RefReaderConfig(EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConf
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
+        self.encoder_config = build_encoder_config(self.encoder_config, default_model_type=None)
         super().__post_init__(**kwargs)
         self.encoder_layers = [int(layer) for layer in self.encoder_layers]
         if self.key_size is None:

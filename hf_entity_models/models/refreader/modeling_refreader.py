@@ -19,7 +19,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
 from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
-from .coreference_links import (
+from hf_entity_models.models._shared.coreference_links import (
     IGNORE_INDEX,
     LINK_NEGATIVE,
     LINK_POSITIVE,
@@ -37,7 +37,7 @@ from .coreference_links import (
     unpack_steps,
 )
 from .card_refreader import REFREADER_MODEL_CARD
-from .entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.entity_hub import EntityHubMixin
 
 logger = logging.get_logger(__name__)
 

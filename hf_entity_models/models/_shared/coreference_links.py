@@ -1,15 +1,14 @@
 """Model-agnostic helpers of the entity-memory coreference models: link labels, span link probabilities, batching
 of the left-to-right memory over documents of different lengths, and windowed encoding of long documents.
 
-This file is kept byte-identical in every model folder that uses it (a model folder must be self-contained to load
-with ``trust_remote_code=True``; tests/test_model_folder_copies.py checks the copies). Edit it in one folder and
-copy it to the others.
+Written once here and imported by the models that use it; saving a model copies it next to the weights (see
+`portable_code`), so it imports only torch, transformers and the standard library.
 """
 
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
 
 # Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
 LINK_NEGATIVE = 0  # the pronoun and a name it does not refer to: target 0
@@ -212,6 +211,40 @@ def copy_encoder_weights(target: torch.nn.Module, source: PreTrainedModel, encod
             f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
             f"(missing: {missing}, unexpected: {unexpected})."
         )
+
+
+def build_encoder_config(
+    encoder_config: PreTrainedConfig | dict | None, default_model_type: str | None
+) -> PreTrainedConfig | None:
+    """The encoder's config from a config, a dict (as read from config.json) or None.
+
+    None gives the default configuration of `default_model_type` (e.g. BERT-base for "bert"), or no encoder when
+    `default_model_type` is None (a model that can also read without an encoder).
+
+    Example:
+
+    ```python
+    >>> build_encoder_config({"model_type": "bert", "hidden_size": 32}, default_model_type="bert").hidden_size
+    32
+
+    ```
+    """
+    if encoder_config is None:
+        return None if default_model_type is None else AutoConfig.for_model(default_model_type)
+    if isinstance(encoder_config, PreTrainedConfig):
+        return encoder_config
+    if not isinstance(encoder_config, dict):
+        raise TypeError(
+            f"encoder_config must be a PreTrainedConfig, a dict or None, got {type(encoder_config).__name__}."
+        )
+    fields = dict(encoder_config)
+    model_type = fields.pop("model_type", None) or default_model_type
+    if model_type is None:
+        raise ValueError(
+            "encoder_config has no 'model_type': give the encoder's config (e.g. AutoConfig.from_pretrained(name)) "
+            "or a dict with its model_type."
+        )
+    return AutoConfig.for_model(model_type, **fields)
 
 
 class EncoderWindowMixin:

@@ -1,11 +1,9 @@
 """Model cards, portable saving and Hub upload for the checkpoints of an entity model.
 
-Model-agnostic and copied byte-identically into every model folder (tests/test_model_folder_copies.py checks the
-copies and names the reference one: edit that, then copy it over the others). A checkpoint holds only the files of its
-model folder, and this code must also run where hf_entity_models is not installed (a checkpoint loaded with
-`trust_remote_code=True` and saved or pushed again), so it cannot live in the package and be imported. It imports
-only transformers, huggingface_hub and the standard library; the modeling file imports it, so `save_pretrained`
-copies it next to the weights with the other code files.
+Model-agnostic: written once here and imported by every model folder. Saving a model copies it next to the weights
+with the model's own code (see `portable_code`), and it must also run there, where hf_entity_models is not installed
+(a checkpoint loaded with `trust_remote_code=True` and saved or pushed again): it imports only transformers,
+huggingface_hub, the standard library and the other shared modules, relatively.
 
 What a card says about one model (overview, configuration table, limitations, citation, usage) comes from the
 `_model_card_spec` of the model class, a `ModelCardSpec` kept in the folder's own card file.
@@ -30,12 +28,18 @@ from transformers import PreTrainedConfig
 from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.utils import logging
 
+from .portable_code import checkpoint_code_files, make_folder_self_contained
+
 logger = logging.get_logger(__name__)
 
 # Modules of a model folder that a pipeline's file must not be named like: `save_pretrained` copies the pipeline's
 # file next to the model files and would overwrite one of them.
 _MODEL_MODULE_PREFIXES = ("modeling_", "configuration_")
-_GENERIC_MODULES = ("entity_hub", "evaluation_results")
+
+
+class CheckpointError(OSError):
+    """A checkpoint cannot be loaded because its files are damaged or disagree with each other (e.g. a truncated
+    `model.safetensors`, or a `config.json` whose sizes do not match the stored weights). The message names the file."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ class EntityHubMixin:
             )
         module_name = Path(source_file).stem
         model_modules = {Path(name).stem for name in cls._model_code_files()}
-        if module_name.startswith(_MODEL_MODULE_PREFIXES) or module_name in {*_GENERIC_MODULES, *model_modules}:
+        if module_name.startswith(_MODEL_MODULE_PREFIXES) or module_name in model_modules:
             raise ValueError(
                 f"The pipeline module must not be named like a model file, got {module_name!r}: saving copies it "
                 "next to the model files and would overwrite one. Rename the file that defines the pipeline."
@@ -166,6 +170,22 @@ class EntityHubMixin:
         # Copies, not in-place updates: the class attributes of the parent class must stay untouched.
         cls._hub_pipelines = {**cls.__dict__.get("_hub_pipelines", {}), task: entry}
         cls._hub_pipeline_files = {**cls.__dict__.get("_hub_pipeline_files", {}), module_name: source_file}
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *model_args, **kwargs):
+        """Load like `PreTrainedModel.from_pretrained`; a damaged checkpoint raises `CheckpointError` naming the file.
+
+        Raises:
+            CheckpointError: The weights file is truncated or not safetensors, or the config's sizes do not match the
+                stored weights (pass `ignore_mismatched_sizes=True` to re-initialise those tensors instead).
+        """
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except Exception as error:
+            problem = _checkpoint_problem(error, str(pretrained_model_name_or_path))
+            if problem is None:
+                raise
+            raise CheckpointError(problem) from error
 
     def save_pretrained(
         self,
@@ -307,14 +327,13 @@ class EntityHubMixin:
     def _model_code_files(cls) -> list[str]:
         """Names of the code files a checkpoint of this class ships, configuration and modeling files first.
 
-        They are the class's module and, recursively, the modules it imports relatively: what transformers'
-        `custom_object_save` copies next to the weights, here or in a remote-code module cache.
+        They are the class's module and, recursively, the modules it imports relatively or from the shared folder:
+        what saving copies next to the weights, here or in a remote-code module cache.
         """
         module_file = getattr(sys.modules.get(cls.__module__), "__file__", None)
         if module_file is None:
             return []
-        names = {Path(path).name for path in [module_file, *get_relative_import_files(module_file)]}
-        return sorted(names, key=_code_file_order)
+        return sorted({path.name for path in checkpoint_code_files(module_file)}, key=_code_file_order)
 
     def _parameter_counts(self) -> tuple[int, int]:
         """(all, trained) parameters; the model's card spec counts the frozen ones."""
@@ -334,6 +353,8 @@ class EntityHubMixin:
             super().save_pretrained(save_directory, is_main_process=is_main_process, push_to_hub=False, **save_kwargs)
         if not is_main_process:
             return
+        if self._auto_class is not None:  # the code was saved: the shared modules it imports travel with it
+            make_folder_self_contained(save_directory, sys.modules[type(self).__module__].__file__)
         for source_file in self._hub_pipeline_files.values():
             _copy_module_with_relative_imports(source_file, Path(save_directory))
         self.create_model_card(model_location, tags).save(os.path.join(save_directory, "README.md"))
@@ -372,7 +393,7 @@ class EntityHubMixin:
 
 
 # `save_pretrained(push_to_hub=True, ...)` options that belong to the upload, not to the save.
-_SAVE_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr")
+_SAVE_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr", "revision")
 
 # The Hub has no coreference task type. Its task taxonomy files coreference resolution under token-classification
 # (the `coreference-resolution` task id of datasets such as GAP).
@@ -422,6 +443,24 @@ def hub_model_id(name_or_path: str | None) -> str | None:
     except HFValidationError:
         return None
     return name_or_path
+
+
+def _checkpoint_problem(error: Exception, location: str) -> str | None:
+    """What is wrong with a checkpoint, from the error its loading raised; None for any other error."""
+    weights = os.path.join(location, "model.safetensors") if os.path.isdir(location) else f"{location} (weights)"
+    if type(error).__name__ == "SafetensorError":  # safetensors' Rust error type, not importable by a stable path
+        return (
+            f"{weights} is damaged ({error}): it is empty, truncated or not a safetensors file. Save or download the "
+            "checkpoint again."
+        )
+    if isinstance(error, RuntimeError) and "ignore_mismatched_sizes" in str(error):
+        config = os.path.join(location, "config.json") if os.path.isdir(location) else f"{location} (config.json)"
+        return (
+            f"{config} does not match the weights in {weights}: some tensor sizes differ (the load report above lists "
+            "them). The config was edited or belongs to another checkpoint; restore it, or pass "
+            "ignore_mismatched_sizes=True to re-initialise those tensors."
+        )
+    return None
 
 
 def _hub_api() -> HfApi:

@@ -1,0 +1,103 @@
+"""Self-contained checkpoint folders from model code that imports shared modules.
+
+In the package, code that several models share lives once, in `hf_entity_models/models/_shared/`, and a model folder
+imports it absolutely (`from hf_entity_models.models._shared.entity_hub import EntityHubMixin`). A checkpoint must run
+where the package is not installed (`trust_remote_code=True` loads only the files stored next to the weights), so
+saving a model makes its folder self-contained, the way transformers flattens modular sources into standalone
+modeling files: every shared module the saved code imports is copied next to it, and the import is rewritten to the
+relative form (`from .entity_hub import EntityHubMixin`) that transformers' remote-code loader resolves.
+
+Inside a checkpoint (a remote-code module cache), the shared modules are already plain neighbours: nothing here
+matches and saving again copies the files as transformers always does. This module imports only the standard library
+and transformers, so it runs in both places.
+"""
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from transformers.dynamic_module_utils import get_relative_import_files
+
+# "hf_entity_models.models._shared" in the package; the remote-code package name inside a checkpoint, where no saved
+# file imports it absolutely.
+SHARED_PACKAGE = __name__.rpartition(".")[0]
+SHARED_DIR = Path(__file__).resolve().parent
+_SHARED_IMPORT = re.compile(rf"^(?P<indent>[ \t]*)from[ \t]+{re.escape(SHARED_PACKAGE)}\.(?P<module>\w+)[ \t]+import\b", re.M)
+
+
+def shared_imports(source: str) -> list[str]:
+    """Names of the shared modules that a module's source imports absolutely, in order of first import.
+
+    Example:
+
+    ```python
+    >>> shared_imports(f"import torch\\nfrom {SHARED_PACKAGE}.entity_hub import EntityHubMixin\\n")
+    ['entity_hub']
+
+    ```
+    """
+    return list(dict.fromkeys(match["module"] for match in _SHARED_IMPORT.finditer(source)))
+
+
+def checkpoint_code_files(module_file: str | Path) -> list[Path]:
+    """Every source file a checkpoint needs to run `module_file`: the file, its relative imports and the shared
+    modules it imports, followed recursively (shared modules may import one another relatively)."""
+    needed: dict[str, Path] = {}
+    pending = [Path(module_file)]
+    while pending:
+        path = pending.pop()
+        if path.name in needed:
+            continue
+        needed[path.name] = path
+        pending += [Path(name) for name in get_relative_import_files(path)]
+        pending += [SHARED_DIR / f"{module}.py" for module in shared_imports(path.read_text(encoding="utf-8"))]
+    return list(needed.values())
+
+
+def make_folder_self_contained(folder: str | Path, module_file: str | Path) -> list[str]:
+    """Copy into `folder` the shared modules that the saved code of `module_file` imports, and make those imports
+    relative.
+
+    Call it after transformers has saved the code of a model (or config) defined in `module_file` into the folder.
+    Only the saved copies of that code are edited; the package's own files and other files are never touched.
+
+    Returns:
+        Names of the shared module files copied into the folder (replacing files of the same name, as transformers
+        does with the model's own code files).
+    """
+    folder = Path(folder)
+    shared_files = []
+    for code_file in checkpoint_code_files(module_file):
+        saved_file = folder / code_file.name
+        if code_file.parent == SHARED_DIR:
+            shared_files.append(code_file)
+        elif saved_file.is_file():
+            source = saved_file.read_text(encoding="utf-8")
+            saved_file.write_text(_SHARED_IMPORT.sub(r"\g<indent>from .\g<module> import", source), encoding="utf-8")
+    for shared_file in shared_files:
+        shutil.copyfile(shared_file, folder / shared_file.name)
+    return [shared_file.name for shared_file in shared_files]
+
+
+# `save_pretrained(push_to_hub=True, ...)` options that belong to the upload, not to the save.
+_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr", "revision")
+
+
+class SelfContainedConfigMixin:
+    """`save_pretrained` for a config whose code imports shared modules: the saved folder is self-contained.
+
+    Put it before `PreTrainedConfig` in the bases. Models save their config through it; a config saved or pushed on
+    its own (`config.save_pretrained(folder)`, `config.push_to_hub(repo)`) loads with
+    `AutoConfig.from_pretrained(folder, trust_remote_code=True)` where this package is not installed.
+    """
+
+    def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs) -> None:
+        hub_options = {key: kwargs.pop(key) for key in _PUSH_OPTIONS if key in kwargs}
+        super().save_pretrained(save_directory, push_to_hub=False, **kwargs)
+        if self._auto_class is not None:  # the code was saved: the shared modules it imports travel with it
+            make_folder_self_contained(save_directory, sys.modules[type(self).__module__].__file__)
+        if push_to_hub:  # uploads a fresh save of the same files, made self-contained by the line above
+            repo_id = hub_options.pop("repo_id", None) or Path(save_directory).name
+            self.push_to_hub(repo_id, token=kwargs.get("token"), **hub_options)
