@@ -67,11 +67,15 @@ def test_query_mode_matches_the_model_candidate_scores(pipe, saved_model):
     encoding = tokenizer(TEXT, return_tensors="pt", return_special_tokens_mask=True, return_offsets_mapping=True)
     offsets = encoding.pop("offset_mapping")[0].tolist()
     token = {start: index for index, (start, end) in enumerate(offsets) if end > start}
+    # The pipeline placed the model (on a GPU when one is visible): the inputs go where the model is.
+    device = pipe.model.device
     # "Zoe Telford" -> its word pieces up to the token that starts "met".
-    candidate_spans = torch.tensor([[[token[0], token[12]], [token[16], token[16] + 1]]])
+    candidate_spans = torch.tensor([[[token[0], token[12]], [token[16], token[16] + 1]]], device=device)
     with torch.no_grad():
         expected = pipe.model(
-            **encoding, pronoun_spans=torch.tensor([[token[33], token[33] + 1]]), candidate_spans=candidate_spans
+            **encoding.to(device),
+            pronoun_spans=torch.tensor([[token[33], token[33] + 1]], device=device),
+            candidate_spans=candidate_spans,
         ).candidate_scores[0]
     probabilities = [candidate["probability"] for candidate in answer["candidates"]]
     np.testing.assert_allclose(probabilities, expected.tolist(), rtol=1e-5)
@@ -119,10 +123,11 @@ def test_long_documents_are_read_whole(pipe):
         (dict(pronoun=(33, 36)), ValueError, "together"),
         (dict(pronoun=(33, 36), candidates=[(0, 500)]), ValueError, "inside the text"),
         (dict(pronoun=(36, 33), candidates=[(0, 3)]), ValueError, "non-empty"),
-        (dict(pronoun=(33, 36), candidates=[(34, 40)]), ValueError, "overlaps the pronoun"),
+        (dict(pronoun=(33, 36), candidates=[(33, 40)]), ValueError, "overlaps the pronoun"),
         (dict(pronoun=(33, 36), candidates=[]), ValueError, "candidates is empty"),
         (dict(pronoun=(32, 33), candidates=[(0, 3)]), ValueError, "whitespace"),
-        (dict(pronoun="She", candidates=[(0, 3)]), ValueError, "pair of character offsets"),
+        (dict(pronoun="She", candidates=[(0, 3)]), TypeError, "pair of character offsets"),
+        (dict(pronoun=(33, 36, 40), candidates=[(0, 3)]), ValueError, "pair of character offsets"),
         (dict(mention_threshold=2.0), ValueError, "mention_threshold"),
     ],
 )
@@ -229,11 +234,12 @@ def test_refreader_query_matches_the_model_candidate_scores(refreader_pipe):
                                         return_offsets_mapping=True)
     offsets = encoding.pop("offset_mapping")[0].tolist()
     token = {start: index for index, (start, end) in enumerate(offsets) if end > start}
+    device = refreader_pipe.model.device  # where the pipeline placed the model (a GPU when one is visible)
     with torch.no_grad():
         expected = refreader_pipe.model(
-            **encoding,
-            pronoun_spans=torch.tensor([[token[33], token[33] + 1]]),
-            candidate_spans=torch.tensor([[[token[0], token[12]], [token[16], token[16] + 1]]]),
+            **encoding.to(device),
+            pronoun_spans=torch.tensor([[token[33], token[33] + 1]], device=device),
+            candidate_spans=torch.tensor([[[token[0], token[12]], [token[16], token[16] + 1]]], device=device),
         ).candidate_scores[0]
     probabilities = [candidate["probability"] for candidate in answer["candidates"]]
     np.testing.assert_allclose(probabilities, expected.tolist(), rtol=1e-5)
@@ -248,7 +254,7 @@ def test_refreader_memory_log_is_the_model_output(refreader_pipe):
     log = refreader_pipe(TEXT, return_memory_log=True)["memory_log"]
     encoding = refreader_pipe.tokenizer(TEXT, return_tensors="pt", return_special_tokens_mask=True)
     with torch.no_grad():
-        outputs = refreader_pipe.model(**encoding)
+        outputs = refreader_pipe.model(**encoding.to(refreader_pipe.model.device))
     assert len(log["tokens"]) == encoding["input_ids"].shape[1]
     for key, name in [("entity", "entity_probs"), ("overwrite", "overwrite_probs"), ("coref", "coref_probs"),
                       ("salience", "salience")]:

@@ -4,6 +4,8 @@ This file imports only torch and transformers, so that it can be uploaded next t
 ``pipeline(model=..., trust_remote_code=True)`` on a machine without hf_entity_models.
 """
 
+import numbers
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +13,16 @@ import torch
 from transformers import Pipeline
 
 CharSpan = tuple[int, int]
+
+# Embedding matrices are often padded past the tokenizer's size to a multiple of one of these (GPU-friendly shapes,
+# e.g. GPT-2's 50257 tokens in 50304 rows); see `check_tokenizer_matches_model`.
+EMBEDDING_PADDING_MULTIPLES = (8, 16, 32, 64, 128)
+# Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): the text does not
+# mark words there, so every character boundary counts as a word boundary.
+_SPACELESS_SCRIPTS = (
+    (0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x2FA1F),
+)
 
 
 class CoreferencePipeline(Pipeline):
@@ -49,6 +61,23 @@ class CoreferencePipeline(Pipeline):
     ```
     """
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # A checkpoint saved without its tokenizer files loads a near-empty vocabulary that maps every word to
+        # [UNK]: refuse it here rather than answer from [UNK]s.
+        check_tokenizer_matches_model(self.tokenizer, self.model)
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """Answer one text (a dict) or a list of texts (a list of dicts, in order); see the class docstring."""
+        if isinstance(inputs, tuple):
+            inputs = list(inputs)  # the base class would take a tuple for one input
+        if isinstance(inputs, list) and not inputs:
+            # The base class looks at inputs[0] first (IndexError); an empty list has an empty list of answers.
+            # The arguments are still checked, so that a typo does not go unnoticed until the list is non-empty.
+            self._sanitize_parameters(**{k: v for k, v in kwargs.items() if k not in ("batch_size", "num_workers")})
+            return []
+        return super().__call__(inputs, *args, **kwargs)
+
     def _sanitize_parameters(
         self,
         pronoun: CharSpan | None = None,
@@ -63,7 +92,7 @@ class CoreferencePipeline(Pipeline):
             raise ValueError("Pass `pronoun=(start, end)` together with `candidates=[(start, end), ...]`.")
         preprocess_parameters = {}
         if pronoun is not None:
-            preprocess_parameters["query"] = (pronoun, list(candidates))
+            preprocess_parameters["query"] = _checked_query(pronoun, candidates)
         postprocess_parameters = {}
         if return_memory_log is not None:
             postprocess_parameters["return_memory_log"] = bool(return_memory_log)
@@ -135,6 +164,75 @@ class CoreferencePipeline(Pipeline):
         return result
 
 
+# ------------------------------------------------------------------------------------------------- tokenizer
+def check_tokenizer_matches_model(tokenizer: Any, model: Any) -> None:
+    """Raise unless the tokenizer's vocabulary is the one the model's input embeddings were built for.
+
+    The model's input vocabulary is the encoder's ``vocab_size`` when the model reads a pretrained encoder
+    (``config.encoder_config``: PeTra, the Referential Reader on BERT), else ``config.vocab_size`` (a reader with its
+    own word embeddings). The rule, with ``n = len(tokenizer)`` (added tokens included) and ``V`` that size:
+
+    * ``n <= V``: a larger tokenizer produces ids that have no embedding row;
+    * ``V == n``, or ``V`` is ``n`` rounded up to a multiple of 8, 16, 32, 64 or 128 (`EMBEDDING_PADDING_MULTIPLES`):
+      embedding matrices are padded to such sizes for speed, with rows no token uses. Any other gap means the
+      tokenizer is not the model's: e.g. a checkpoint saved without ``tokenizer.json`` loads a 5-token vocabulary
+      that maps every word to ``[UNK]``, and a smaller vocabulary of another model numbers its words differently.
+
+    Args:
+        tokenizer: The tokenizer that will produce the model's ``input_ids``.
+        model: A model whose ``config`` has an ``encoder_config`` or a ``vocab_size``.
+
+    Raises:
+        ValueError: If there is no tokenizer, the model has no vocabulary size, or the sizes do not fit as above;
+            the message gives both sizes and how to fix it.
+
+    Example:
+        >>> from transformers import AutoTokenizer  # doctest: +SKIP
+        >>> check_tokenizer_matches_model(AutoTokenizer.from_pretrained("runs/petra-gap"), model)  # doctest: +SKIP
+    """
+    if tokenizer is None:
+        raise ValueError(
+            "The coreference pipeline needs the model's tokenizer; pass tokenizer=... or save the tokenizer next to "
+            "the model (tokenizer.save_pretrained(folder))."
+        )
+    config = model.config
+    encoder_config = getattr(config, "encoder_config", None)
+    source = "config.encoder_config.vocab_size" if encoder_config is not None else "config.vocab_size"
+    if isinstance(encoder_config, dict):
+        vocabulary_size = encoder_config.get("vocab_size")
+    else:
+        vocabulary_size = getattr(encoder_config if encoder_config is not None else config, "vocab_size", None)
+    if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
+        raise ValueError(
+            f"{type(model).__name__} has no input vocabulary size ({source} is {vocabulary_size!r}), so its tokenizer "
+            "cannot be checked; the model's config must give the number of rows of its input embeddings."
+        )
+    tokenizer_size = len(tokenizer)
+    allowed = {tokenizer_size} | {-(-tokenizer_size // multiple) * multiple for multiple in EMBEDDING_PADDING_MULTIPLES}
+    if vocabulary_size in allowed:
+        return
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if tokenizer_size > vocabulary_size:
+        problem = (
+            f"ids from {vocabulary_size} to {tokenizer_size - 1} have no embedding row (added tokens need "
+            "model.resize_token_embeddings and training)"
+        )
+    else:
+        *smaller, largest = EMBEDDING_PADDING_MULTIPLES
+        multiples = f"{', '.join(str(multiple) for multiple in smaller)} or {largest}"
+        problem = (
+            f"{vocabulary_size - tokenizer_size} embedding rows would never be read, and {vocabulary_size} is not "
+            f"{tokenizer_size} padded to a multiple of {multiples} (that gives {sorted(allowed - {tokenizer_size})}), "
+            "so this is not the vocabulary the model was trained on (a checkpoint saved without tokenizer.json loads "
+            "a few special tokens only and reads every word as [UNK])"
+        )
+    raise ValueError(
+        f"The tokenizer {name!r} has {len(tokenizer)} tokens but {type(model).__name__} reads a vocabulary of "
+        f"{vocabulary_size} ({source}): {problem}. Load the tokenizer the model was trained with, e.g. "
+        "AutoTokenizer.from_pretrained(<encoder or training checkpoint>).save_pretrained(<checkpoint folder>)."
+    )
+
+
 # ----------------------------------------------------------------------------------------------------- query
 def _text_and_query(inputs: Any, query: tuple | None) -> tuple[str, tuple | None]:
     """A string, or a dict ``{"text", "pronoun", "candidates"}`` when every text of a batch has its own query."""
@@ -147,11 +245,51 @@ def _text_and_query(inputs: Any, query: tuple | None) -> tuple[str, tuple | None
         if ("pronoun" in inputs) != ("candidates" in inputs):
             raise ValueError("A dict input with a 'pronoun' needs 'candidates' too (and the other way round).")
         if "pronoun" in inputs:
-            query = (inputs["pronoun"], list(inputs["candidates"]))
+            query = _checked_query(inputs["pronoun"], inputs["candidates"])
         inputs = inputs["text"]
     if not isinstance(inputs, str):
         raise TypeError(f"The coreference pipeline reads strings (or dicts with a 'text'), got {type(inputs).__name__}.")
     return inputs, query
+
+
+def _checked_query(pronoun: Any, candidates: Any) -> tuple[CharSpan, list[CharSpan]]:
+    """The query with every span checked to be a pair of integers (bools and floats are refused, not cast)."""
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
+        raise TypeError(
+            f"candidates must be a list of (start, end) character spans, got {type(candidates).__name__}: "
+            f"{candidates!r}."
+        )
+    if len(candidates) == 2 and all(_is_integer(value) for value in candidates):
+        raise TypeError(
+            f"candidates must be a list of (start, end) character spans, got one span {tuple(candidates)}; wrap it "
+            f"in a list: candidates=[{tuple(candidates)}]."
+        )
+    spans = [_checked_char_span(span, f"candidate {index}") for index, span in enumerate(candidates)]
+    return _checked_char_span(pronoun, "pronoun"), spans
+
+
+def _checked_char_span(span: Any, name: str) -> CharSpan:
+    if not isinstance(span, (tuple, list)):
+        raise TypeError(
+            f"The {name} span must be a (start, end) pair of character offsets, got {type(span).__name__}: {span!r}."
+        )
+    if len(span) != 2:
+        raise ValueError(
+            f"The {name} span must be a (start, end) pair of character offsets, got {len(span)} values: {span!r}."
+        )
+    for value in span:
+        if not _is_integer(value):
+            # bool is an int subclass: (True, 36) would silently read as (1, 36).
+            raise TypeError(
+                f"The {name} span {tuple(span)!r} holds {value!r} of type {type(value).__name__}; start and end must "
+                "be integer character offsets (not bools or floats)."
+            )
+    return int(span[0]), int(span[1])
+
+
+def _is_integer(value: Any) -> bool:
+    """Python and numpy integers; not bools, which Python counts as integers."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _query_token_spans(
@@ -171,15 +309,22 @@ def _query_token_spans(
     return pronoun_span, candidate_spans
 
 
-def _token_span(text: str, offsets: list[tuple[int, int]], span: Any, name: str) -> list[int]:
+def _token_span(text: str, offsets: list[tuple[int, int]], span: CharSpan, name: str) -> list[int]:
     """Token span [first, last + 1) of the tokens that overlap the character span, with clear errors."""
-    if not (isinstance(span, (tuple, list)) and len(span) == 2 and all(isinstance(v, int) for v in span)):
-        raise ValueError(f"The {name} span must be a (start, end) pair of character offsets, got {span!r}.")
     start, end = span
     if not 0 <= start < end <= len(text):
         raise ValueError(
             f"The {name} span ({start}, {end}) is not a non-empty character span inside the text of length "
             f"{len(text)}; use 0 <= start < end <= len(text)."
+        )
+    if _inside_word(text, start) or _inside_word(text, end):
+        # The model would read the whole word piece anyway: a cut span is a wrong offset, not a smaller mention.
+        word_start, word_end = _widen_to_words(text, start, end)
+        raise ValueError(
+            f"The {name} span ({start}, {end}) {text[start:end]!r} cuts the word {text[word_start:word_end]!r} at "
+            f"({word_start}, {word_end}); a span must start and end on word boundaries (a combining accent belongs "
+            f"to the letter before it). Use ({word_start}, {word_end}) for the whole word, or check that the offsets "
+            "index this exact string (not, e.g., its NFC-normalised form)."
         )
     tokens = [i for i, (s, e) in enumerate(offsets) if s < end and e > start and e > s]
     if not tokens:
@@ -188,17 +333,25 @@ def _token_span(text: str, offsets: list[tuple[int, int]], span: Any, name: str)
 
 
 def _span_tensors(query_spans: list, device: torch.device) -> dict[str, torch.Tensor]:
-    """Pronoun and candidate token spans as tensors; candidates padded with (-1, -1) rows across the batch."""
+    """Pronoun and candidate token spans as tensors on `device`; candidates padded with (-1, -1) rows.
+
+    In a batch that mixes texts with and without a query, a text without one gets the placeholder pronoun span
+    [0, 1) and only padding candidates: its candidate scores are 0 and never read, and the memory log does not
+    depend on the spans, so every text gets the answer it gets alone.
+    """
     if all(spans is None for spans in query_spans):
         return {}
-    if any(spans is None for spans in query_spans):
-        raise ValueError("Either every text of a batch has a pronoun query or none has; split the calls.")
-    width = max(len(candidates) for _, candidates in query_spans)
-    pronouns = torch.tensor([pronoun for pronoun, _ in query_spans], device=device)
-    candidates = torch.full((len(query_spans), width, 2), -1, dtype=torch.long, device=device)
-    for row, (_, spans) in enumerate(query_spans):
-        candidates[row, : len(spans)] = torch.tensor(spans, device=device)
-    return {"pronoun_spans": pronouns, "candidate_spans": candidates}
+    width = max(len(spans[1]) for spans in query_spans if spans is not None)
+    pronouns = [[0, 1] if spans is None else list(spans[0]) for spans in query_spans]
+    candidates = [[[-1, -1]] * width for _ in query_spans]
+    for row, spans in enumerate(query_spans):
+        if spans is not None:
+            candidates[row][: len(spans[1])] = [list(span) for span in spans[1]]
+    # Built on the host and moved once: the model may sit on a GPU.
+    return {
+        "pronoun_spans": torch.tensor(pronouns, dtype=torch.long).to(device),
+        "candidate_spans": torch.tensor(candidates, dtype=torch.long).to(device),
+    }
 
 
 def _query_answer(
@@ -265,17 +418,57 @@ def _runs(token_entity: list[int | None]):
 
 def _whole_words(text: str, start: int, end: int) -> CharSpan | None:
     """Trim punctuation and spaces at the edges, then extend to whole words (never stop inside a word piece)."""
-    while start < end and not text[start].isalnum():
+    while start < end and not _is_word_character(text, start):
         start += 1
-    while end > start and not text[end - 1].isalnum():
+    while end > start and not _is_word_character(text, end - 1):
         end -= 1
     if start == end:
         return None
-    while start > 0 and text[start - 1].isalnum():
+    return _widen_to_words(text, start, end)
+
+
+def _widen_to_words(text: str, start: int, end: int) -> CharSpan:
+    while _inside_word(text, start):
         start -= 1
-    while end < len(text) and text[end].isalnum():
+    while _inside_word(text, end):
         end += 1
     return start, end
+
+
+def _inside_word(text: str, position: int) -> bool:
+    """Whether the boundary before ``text[position]`` falls inside a word.
+
+    Words are runs of letters and digits; a combining mark (an NFD accent, e.g. "Zoe\u0301") belongs to the
+    character before it, so no word ends before a mark. In scripts written without spaces every character
+    boundary counts as a word boundary.
+    """
+    if not 0 < position < len(text):
+        return False
+    if unicodedata.category(text[position]).startswith("M"):
+        return True
+    return (
+        _is_word_character(text, position - 1)
+        and _is_word_character(text, position)
+        and not _is_spaceless(_base_character(text, position - 1))
+        and not _is_spaceless(text[position])
+    )
+
+
+def _is_word_character(text: str, position: int) -> bool:
+    """A letter or digit, or a combining mark on one."""
+    return _base_character(text, position).isalnum()
+
+
+def _base_character(text: str, position: int) -> str:
+    """The character a combining mark sits on (the character itself when it is not a mark)."""
+    while position > 0 and unicodedata.category(text[position]).startswith("M"):
+        position -= 1
+    return text[position]
+
+
+def _is_spaceless(character: str) -> bool:
+    code = ord(character)
+    return any(first <= code <= last for first, last in _SPACELESS_SCRIPTS)
 
 
 def _mention(text: str, start: int, end: int) -> dict[str, Any]:
