@@ -1,0 +1,1 @@
+"""The perplexity metric folder; load it with ``evaluate.load(hf_entity_models.metrics.metric_path("perplexity"))``."""
