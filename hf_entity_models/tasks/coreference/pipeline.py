@@ -1,7 +1,7 @@
 """`pipeline("coreference")`: the entities a memory model tracks in a text, or which names a pronoun refers to.
 
-This file imports only torch and transformers, so that it can be uploaded next to a checkpoint and loaded with
-``pipeline(model=..., trust_remote_code=True)`` on a machine without hf_entity_models.
+This file imports only torch, transformers and the standard library, so that it can be uploaded next to a checkpoint
+and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without hf_entity_models.
 """
 
 import numbers
@@ -34,7 +34,8 @@ class CoreferencePipeline(Pipeline):
     Two modes:
 
     * **clusters** (default): ``pipe(text)`` returns ``{"clusters": [[mention, ...], ...]}``, the entities the
-      memory found, each mention a dict with character ``start``, ``end`` and ``text`` into the input string. A
+      memory found, each mention a dict with character ``start``, ``end`` and ``text`` into the input string (the
+      string as given: decomposed accents, e.g. ``"Zoe\\u0301"``, stay in the mention of their letter). A
       token is a mention when the memory writes it to a cell (overwrite + coref) with at least
       ``mention_threshold``; an overwrite starts a new entity in that cell, a coref joins the cell's entity.
       With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`); it has a
@@ -42,11 +43,16 @@ class CoreferencePipeline(Pipeline):
     * **query** (GAP-style): ``pipe(text, pronoun=(start, end), candidates=[(s1, e1), (s2, e2)])`` returns the
       link probability of the pronoun with every candidate (the model's ``candidate_scores``: its token link
       probability, PeTra's Eq. 9 or the Referential Reader's Eq. 5, maximised over token pairs) and the decision
-      under the threshold stored in ``model.config.coref_threshold``.
+      under the threshold stored in ``model.config.coref_threshold``. Spans are pairs of integer character
+      offsets (a bool or float raises `TypeError`) that start and end on word boundaries (a span that cuts a word
+      raises `ValueError` naming the whole word's span).
 
-    Texts may be a string or a list of strings; ``batch_size=`` batches them; long documents are encoded in
-    windows by the model (nothing is truncated). To give every text of a list its own query, pass dicts:
-    ``pipe([{"text": ..., "pronoun": (s, e), "candidates": [...]}, ...])``.
+    Texts may be a string or a list of strings (an empty list gives ``[]``); ``batch_size=`` batches them; long
+    documents are encoded in windows by the model (nothing is truncated). To give every text of a list its own
+    query, pass dicts: ``pipe([{"text": ..., "pronoun": (s, e), "candidates": [...]}, ...])``; a list may mix
+    dicts with and without a query, at any batch size.
+
+    The tokenizer must be the model's (`check_tokenizer_matches_model`, checked when the pipeline is built).
 
     Example:
 
