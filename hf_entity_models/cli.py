@@ -12,7 +12,13 @@ Subcommands:
   checkpoint's threshold, optionally with the best threshold of a sweep;
 * ``predict``: the entities found in a text, the answer to a pronoun query, or GAP-style predictions for a whole
   file in the official scorer's format;
-* ``push``: upload a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are honoured).
+* ``push``: upload the files of a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are
+  honoured): config, weights, code, card and tokenizer files only, never dot-files, subfolders or training states.
+
+Nothing of the user's is replaced silently: ``train`` saves into a new folder next to --output-dir and renames it
+into place (an interrupted save leaves the old checkpoint whole), and refuses a non-empty --output-dir that is not a
+checkpoint of this package, or a non-empty --trainer-dir, unless --overwrite is given; ``evaluate`` and ``predict``
+refuse to replace an existing --output file likewise. Output paths are checked before any data or model is loaded.
 
 Errors print one line on stderr and exit with status 1 (2 for bad usage); set ``HF_ENTITY_DEBUG=1`` to see the
 traceback instead.
@@ -37,14 +43,21 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import logging
 import math
 import os
 import re
+import secrets
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from transformers.utils import logging as transformers_logging
+
+logger = transformers_logging.get_logger(__name__)
 
 PROGRAM = "hf-entity"
 DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
@@ -59,6 +72,19 @@ _PETRA_ONLY_OPTIONS = {"memory_variant": "--memory-variant", "mlp_hidden_size": 
 _TOKENIZER_FIELDS = ("vocab_size", "pad_token_id")
 _ENCODER_FIELDS = ("encoder_layers", "encoder_window_size", "encoder_window_overlap")
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+# The files a checkpoint folder consists of: all that `push` uploads, and (with the report `train` writes) all that a
+# folder `train` replaces without --overwrite may hold. Anything else there (a .env, notes, optimizer or trainer
+# states, subfolders) is the user's: never uploaded, never deleted unless asked.
+_CHECKPOINT_FILE_NAMES = frozenset({
+    "config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json", "README.md",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+    "vocab.json", "merges.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
+})
+# Weight shards, chat templates, and the code files that `trust_remote_code=True` imports (module names only).
+_CHECKPOINT_FILE_PATTERN = re.compile(r"^(model-\d+-of-\d+\.safetensors|chat_template\.\w+|[A-Za-z_]\w*\.py)$")
+_WEIGHT_FILE_NAMES = ("model.safetensors", "model.safetensors.index.json")
+# What `train` writes next to the checkpoint: the validation scores (not uploaded: the card has them).
+TRAIN_REPORT = "validation_results.json"
 
 
 class CliError(Exception):
@@ -109,6 +135,12 @@ def _add_threads_option(parser: argparse.ArgumentParser) -> None:
         "--threads", type=_positive_int,
         help="torch CPU threads (default: torch's choice). The memory takes one small step per token, so on a "
         "busy or small CPU a single thread is often fastest",
+    )
+
+
+def _add_overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace output files that exist (without it they are refused)"
     )
 
 
@@ -223,6 +255,12 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     training.add_argument(
         "--trainer-dir", help="folder for the Trainer's intermediate checkpoints (default: a temporary folder)"
     )
+    training.add_argument(
+        "--overwrite", action="store_true",
+        help="replace a non-empty --output-dir that is not a checkpoint of this package, deleting everything in it, "
+        "and let the Trainer write into a non-empty --trainer-dir, deleting earlier checkpoint-* folders there "
+        "(without it both are refused; a checkpoint folder written by `train` is replaced either way)",
+    )
     _add_threads_option(parser)
     parser.set_defaults(handler=run_train)
 
@@ -239,6 +277,7 @@ def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--sweep", action="store_true", help="also report the best threshold in 0.00..0.99")
     parser.add_argument("--batch-size", type=_positive_int, default=32, help="rows per forward pass (default: 32)")
     parser.add_argument("--output", help="also write the JSON result to this file")
+    _add_overwrite_option(parser)
     _add_threads_option(parser)
     parser.set_defaults(handler=run_evaluate)
 
@@ -269,6 +308,7 @@ def _add_predict_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="texts per forward pass (default: 16)")
     parser.add_argument("--output", help="write the result here instead of stdout")
+    _add_overwrite_option(parser)
     _add_threads_option(parser)
     parser.set_defaults(handler=run_predict)
 
@@ -329,6 +369,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     from .tasks.coreference import gap_gold, score_gap, train_on_gap
 
+    _check_train_outputs(args)
     _check_model_options(args)
     overrides = _config_overrides(args)
     train_rows, validation_rows, dataset_id = _training_data(args)
@@ -355,9 +396,6 @@ def run_train(args: argparse.Namespace) -> int:
     model = result.trainer.model  # the best epoch's weights, threshold stored in its config
     scores = result.validation_scores
     threshold = float(model.config.coref_threshold)
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
-
     gold = gap_gold(validation_rows)
     baseline = score_gap(gold, {row.example_id: (True, True) for row in gold})
     report = {
@@ -368,10 +406,51 @@ def run_train(args: argparse.Namespace) -> int:
         "all_positive_baseline_f1": baseline.f1,
         "epochs_run": len(result.epoch_seconds),
     }
-    _write_json(output_dir / "validation_results.json", _json_safe(report))
+    with _replacing_folder(output_dir) as staging:
+        model.save_pretrained(staging)
+        # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
+        model.create_model_card(str(output_dir)).save(staging / "README.md")
+        tokenizer.save_pretrained(staging)
+        _write_json(staging / TRAIN_REPORT, _json_safe(report))
     print(_score_line("validation", scores, threshold))
     print(f"all-positive baseline F1 {100 * baseline.f1:.1f}; checkpoint saved to {output_dir}")
     return 0
+
+
+def _check_train_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any data or weights are loaded, output folders that cannot be written or hold the user's files.
+
+    The checkpoint replaces --output-dir as a whole (see `_replacing_folder`), so a non-empty folder is refused
+    unless it is a checkpoint of this package or --overwrite is given; the Trainer deletes earlier checkpoint-*
+    folders in --trainer-dir, so a non-empty one needs --overwrite too.
+    """
+    output_dir = Path(args.output_dir)
+    _check_location(output_dir, "--output-dir", folder=True)
+    if Path.cwd().resolve().is_relative_to(output_dir.resolve()):
+        raise CliError(
+            f"--output-dir {output_dir} contains the current folder, which saving the checkpoint would replace; give "
+            "a folder of its own, e.g. --output-dir runs/my-model."
+        )
+    if _is_nonempty_folder(output_dir) and not args.overwrite and not _is_package_checkpoint(output_dir):
+        raise CliError(
+            f"--output-dir {output_dir} is not empty and is not a checkpoint of this package (it holds "
+            f"{_some_entries(output_dir)}); the checkpoint would replace it: choose a new or empty folder, or pass "
+            "--overwrite to replace the folder and delete everything in it."
+        )
+    for option, location in (("--trainer-dir", args.trainer_dir), ("--cache-dir", args.cache_dir)):
+        if location is None:
+            continue
+        _check_location(Path(location), option, folder=True)
+        if Path(location).resolve().is_relative_to(output_dir.resolve()):
+            raise CliError(
+                f"{option} {location} is inside --output-dir {output_dir}, which the saved checkpoint replaces as a "
+                "whole; choose a folder outside it."
+            )
+    if args.trainer_dir is not None and _is_nonempty_folder(Path(args.trainer_dir)) and not args.overwrite:
+        raise CliError(
+            f"--trainer-dir {args.trainer_dir} is not empty (it holds {_some_entries(Path(args.trainer_dir))}); the "
+            "Trainer deletes earlier checkpoint-* folders there: choose a new or empty folder, or pass --overwrite."
+        )
 
 
 def _training_data(args: argparse.Namespace):
@@ -524,17 +603,13 @@ def _model_from_checkpoint(args: argparse.Namespace, model_class: type, override
             f"the tokenizer has {len(tokenizer)} tokens but --init-from {location} has a vocabulary of {vocab_size}; "
             "save the checkpoint's own tokenizer next to it or pass the matching --encoder."
         )
-    try:
-        model = model_class.from_pretrained(location, **overrides)
-    except RuntimeError as error:
-        if "mismatch" not in str(error):
-            raise
-        changed = sorted(key for key, value in overrides.items() if getattr(stored, key, None) != value)
-        raise CliError(
-            f"the options {changed} change the shapes of weights stored in --init-from {location}; with a checkpoint "
-            "only fields that keep its architecture (e.g. dropout, loss weights) can be overridden."
-        ) from error
-    return model, tokenizer
+    changed = sorted(key for key, value in overrides.items() if getattr(stored, key, None) != value)
+    advice = (
+        f"the options {changed} change the shapes of weights stored in --init-from {location}; with a checkpoint "
+        "only fields that keep its architecture (e.g. dropout, loss weights) can be overridden."
+        if changed else None
+    )
+    return _load_model(model_class, location, advice, **overrides), tokenizer
 
 
 def _fast_tokenizer(auto_tokenizer: Any, location: str):
@@ -577,6 +652,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), as JSON."""
     from .tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
 
+    inputs = [Path(args.gap_file), *_checkpoint_inputs(args.checkpoint)]
+    _check_output_file(args.output, "--output", args.overwrite, inputs)
     model, tokenizer = _load_checkpoint(args.checkpoint)
     rows = load_gap(args.gap_file, split=args.split)
     scores = candidate_probabilities(model, tokenizer, rows, args.batch_size)
@@ -649,14 +726,108 @@ def _load_checkpoint(checkpoint: str):
 
     if not Path(checkpoint).exists() and not _HUB_ID.match(checkpoint):
         raise CliError(f"checkpoint folder {checkpoint} does not exist; pass the --output-dir of `train`.")
-    model = AutoModelForCoreference.from_pretrained(checkpoint)
+    model = _load_model(AutoModelForCoreference, checkpoint)
     tokenizer = _fast_tokenizer(AutoTokenizer, checkpoint)
     return model, tokenizer
+
+
+def _load_model(model_class: Any, location: str, mismatch_advice: str | None = None, **overrides: Any):
+    """`model_class.from_pretrained(location, **overrides)`, where what a damaged checkpoint raises becomes one line
+    that names its weights (a zero-byte or truncated file, sizes in config.json that the weights do not have).
+
+    Args:
+        model_class: A model or Auto class.
+        location: Checkpoint folder or Hub id.
+        mismatch_advice: What to say when the stored weights do not fit the config (default: restore config.json).
+        **overrides: Config fields passed to `from_pretrained`.
+    """
+    from safetensors import SafetensorError
+
+    try:
+        with _held_back_loading_output(quiet_progress=Path(location).is_dir()):
+            return model_class.from_pretrained(location, **overrides)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise CliError(_load_failure(location, error, mismatch_advice)) from error
+
+
+def _load_failure(location: str, error: BaseException, mismatch_advice: str | None) -> str:
+    """The one-line message for a failed load. The library may wrap the original error (`CheckpointError`), so the
+    whole chain of causes is read."""
+    from safetensors import SafetensorError
+
+    causes = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 10:
+        causes.append(causes[-1].__cause__)
+    weights = _weights_description(location)
+    damaged = next((cause for cause in causes if isinstance(cause, SafetensorError)), None)
+    if damaged is not None:
+        return (
+            f"{weights} is damaged or incomplete (safetensors: {' '.join(str(damaged).split())}); save the model "
+            "again, or copy or download the checkpoint again."
+        )
+    # transformers (and torch) report stored tensors whose sizes the config does not give as a RuntimeError.
+    if any(isinstance(cause, RuntimeError) and "mismatch" in str(cause) for cause in causes):
+        return mismatch_advice or (
+            f"the weights in {weights} do not have the sizes that {_config_description(location)} gives (was it "
+            "edited, or copied from another model?); restore the config.json saved with these weights."
+        )
+    return f"cannot load the model of {location}: {_one_line(error)}"
+
+
+def _weights_description(location: str) -> str:
+    """The weight files of a checkpoint folder as a message names them (else the Hub id)."""
+    folder = Path(location)
+    if not folder.is_dir():
+        return f"the weights of {location}"
+    present = [str(folder / name) for name in _WEIGHT_FILE_NAMES if (folder / name).is_file()]
+    return " / ".join(present) or f"the weights in {folder}"
+
+
+def _config_description(location: str) -> str:
+    return str(Path(location) / "config.json") if Path(location).is_dir() else f"the config.json of {location}"
+
+
+@contextlib.contextmanager
+def _held_back_loading_output(quiet_progress: bool) -> Iterator[None]:
+    """Hold back what transformers logs while a model loads, and pass it on only when the load succeeds.
+
+    On weights that do not fit the config, transformers logs a many-line load report and then raises: the CLI's
+    one-line error replaces both. When the load succeeds its warnings (e.g. newly initialised weights) still show.
+    `quiet_progress` also hides the weight-loading progress bar (a local folder: nothing to download).
+    """
+    from logging.handlers import BufferingHandler
+
+    library_logger = logging.getLogger("transformers")
+    handlers, propagate = list(library_logger.handlers), library_logger.propagate
+    held = BufferingHandler(capacity=sys.maxsize)  # never flushes by itself
+    for handler in handlers:
+        library_logger.removeHandler(handler)
+    library_logger.addHandler(held)
+    library_logger.propagate = False
+    progress_shown = transformers_logging.is_progress_bar_enabled()
+    if quiet_progress:
+        transformers_logging.disable_progress_bar()
+    succeeded = False
+    try:
+        yield
+        succeeded = True
+    finally:
+        library_logger.removeHandler(held)
+        for handler in handlers:
+            library_logger.addHandler(handler)
+        library_logger.propagate = propagate
+        if progress_shown:
+            transformers_logging.enable_progress_bar()
+        for record in held.buffer if succeeded else ():
+            library_logger.handle(record)  # on to its handlers and, where it propagates, the root logger's
 
 
 # ------------------------------------------------------------------------------------------------- predict
 def run_predict(args: argparse.Namespace) -> int:
     """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file."""
+    inputs = [*([Path(args.gap_file)] if args.gap_file is not None else []), *_checkpoint_inputs(args.checkpoint)]
+    _check_output_file(args.output, "--output", args.overwrite, inputs)
+    _check_output_file(args.memory_plot, "--memory-plot", args.overwrite, inputs)
     if args.gap_file is not None:
         for option in ("pronoun", "candidate", "memory_plot"):
             if getattr(args, option) is not None:
@@ -725,29 +896,35 @@ def _emit(text: str, output: str | None) -> None:
     if output is None:
         print(text)
         return
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n", encoding="utf-8")
+    _write_text(Path(output), text + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------- push
 def run_push(args: argparse.Namespace) -> int:
-    """``hf-entity push``: create the repository (if missing) and upload the checkpoint folder."""
-    from huggingface_hub import HfApi
+    """``hf-entity push``: create the repository (if missing) and upload the files of the checkpoint folder."""
+    from huggingface_hub import CommitOperationAdd, HfApi
 
     folder = Path(args.checkpoint)
     if not folder.is_dir():
         raise CliError(f"checkpoint folder {folder} does not exist; pass the --output-dir of `train`.")
     if not (folder / "config.json").is_file():
         raise CliError(f"{folder} has no config.json, so it is not a saved model; pass the --output-dir of `train`.")
+    # An allow-list, not the whole folder: a .env, keys, optimizer and trainer states must never reach the Hub.
+    files = sorted(entry for entry in folder.iterdir() if _is_checkpoint_file(entry))
+    left_out = sorted(
+        f"{entry.name}/" if entry.is_dir() else entry.name for entry in folder.iterdir() if entry not in files
+    )
+    if left_out:
+        print(f"not uploaded (not part of a checkpoint): {', '.join(left_out)}", file=sys.stderr)
     # Read at call time: huggingface_hub reads HF_ENDPOINT once, at import.
     endpoint = os.environ.get("HF_ENDPOINT") or None
     api = HfApi(endpoint=endpoint, token=args.token or os.environ.get("HF_TOKEN") or None)
     try:
         repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
         repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
-        commit = api.upload_folder(
-            repo_id=repo_id, folder_path=str(folder), commit_message=args.commit_message, repo_type="model"
+        operations = [CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path)) for path in files]
+        commit = api.create_commit(
+            repo_id=repo_id, operations=operations, commit_message=args.commit_message, repo_type="model"
         )
     except Exception as error:
         if _is_connection_error(error):
@@ -755,7 +932,7 @@ def run_push(args: argparse.Namespace) -> int:
                 f"cannot reach the Hub at {api.endpoint} ({error}); check the network and HF_ENDPOINT."
             ) from error
         raise
-    print(f"uploaded {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
+    print(f"uploaded {len(files)} files of {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
     return 0
 
 
@@ -779,8 +956,148 @@ def _json_safe(value: Any) -> Any:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    _write_text(path, json.dumps(payload, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------- files
+def _write_text(path: Path, text: str) -> None:
+    """Write through a new file next to `path`, renamed into place: an interrupted write leaves the old file (or
+    none), never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    partial = _hidden_sibling(path, "writing")
+    try:
+        with partial.open("x", encoding="utf-8") as stream:  # "x": a new file, with the usual permissions
+            stream.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _hidden_sibling(path: Path, purpose: str) -> Path:
+    """A new name next to `path`: the same folder is the same filesystem, where a rename is atomic."""
+    return path.with_name(f".{path.name}.{purpose}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+@contextlib.contextmanager
+def _replacing_folder(destination: Path) -> Iterator[Path]:
+    """An empty folder next to `destination` to save into; when the block completes, it takes destination's place.
+
+    Whatever was at `destination` (an older checkpoint) is deleted only once the new folder is complete and in
+    place, so an interrupted save never leaves new weights next to an old card or old results. On failure the new
+    folder is deleted and `destination` is left as it was.
+    """
+    destination = destination.resolve()  # a link to a folder: replace the folder, keep the link
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = _hidden_sibling(destination, "saving")
+    staging.mkdir()
+    try:
+        yield staging
+        _move_into_place(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _move_into_place(folder: Path, destination: Path) -> None:
+    if not destination.exists():
+        folder.rename(destination)
+        return
+    # A folder cannot be renamed onto a non-empty one: the old one steps aside first, and comes back if the new
+    # one cannot take its place.
+    retired = _hidden_sibling(destination, "replaced")
+    destination.rename(retired)
+    try:
+        folder.rename(destination)
+    except BaseException:
+        retired.rename(destination)
+        raise
+    try:
+        shutil.rmtree(retired)
+    except OSError as error:  # the new checkpoint is in place: a leftover is worth a warning, not a failed run
+        logger.warning(f"The replaced folder {retired} could not be deleted ({error}); delete it by hand.")
+
+
+def _is_checkpoint_file(path: Path) -> bool:
+    """One of the files a checkpoint consists of (see `_CHECKPOINT_FILE_NAMES`); never a dot-file or a folder."""
+    name = path.name
+    if name.startswith(".") or not path.is_file():
+        return False
+    return name in _CHECKPOINT_FILE_NAMES or _CHECKPOINT_FILE_PATTERN.match(name) is not None
+
+
+def _is_package_checkpoint(folder: Path) -> bool:
+    """A folder `train` may replace without --overwrite: a model of this package saved with its weights, and
+    nothing else than checkpoint files and train's report (whatever else is there is the user's)."""
+    entries = list(folder.iterdir())
+    if not any(entry.name in _WEIGHT_FILE_NAMES for entry in entries):
+        return False
+    if not all(_is_checkpoint_file(entry) or (entry.name == TRAIN_REPORT and entry.is_file()) for entry in entries):
+        return False
+    return _is_package_model_type(folder / "config.json")
+
+
+def _is_package_model_type(config_file: Path) -> bool:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable or not JSON: not a checkpoint of this package
+        return False
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return False
+    # Every config class this package registers lives in it; the same test covers models added later.
+    return CONFIG_MAPPING[model_type].__module__.split(".")[0] == __name__.split(".")[0]
+
+
+def _some_entries(folder: Path, limit: int = 3) -> str:
+    names = sorted(f"{entry.name}/" if entry.is_dir() else entry.name for entry in folder.iterdir())
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _is_nonempty_folder(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _check_location(path: Path, option: str, *, folder: bool) -> None:
+    """`path` (a folder, or a file when `folder` is False) can be written, checked before any work is done: a run
+    must not be lost at its end because its output cannot be saved."""
+    if folder and path.exists() and not path.is_dir():
+        raise CliError(f"{option} {path} is a file, not a folder; give the path of a folder.")
+    if not folder and path.is_dir():
+        raise CliError(f"{option} {path} is a folder; give the path of a file.")
+    # Outputs are written next to their place first (then renamed), so the folder above must take new entries.
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CliError(f"{option} {path} cannot be created: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CliError(f"{option} {path} cannot be written: no permission to write in {existing}.")
+    if folder and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise CliError(f"{option} {path} cannot be written: no permission to write in it.")
+
+
+def _check_output_file(output: str | None, option: str, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+    """An output file is new, or --overwrite was given and it is not one of the command's own inputs."""
+    if output is None:
+        return
+    path = Path(output)
+    _check_location(path, option, folder=False)
+    if not path.exists():
+        return
+    if not overwrite:
+        raise CliError(f"{option} {path} already exists; pass --overwrite to replace it, or choose another file.")
+    for source in inputs:
+        if source.exists() and os.path.samefile(path, source):
+            raise CliError(f"{option} {path} is an input of this command; choose another file.")
+
+
+def _checkpoint_inputs(checkpoint: str) -> list[Path]:
+    """The files of a local checkpoint folder that a command reads (an --output must not replace them)."""
+    folder = Path(checkpoint)
+    return [entry for entry in folder.iterdir() if _is_checkpoint_file(entry)] if folder.is_dir() else []
 
 
 if __name__ == "__main__":

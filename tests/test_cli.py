@@ -233,12 +233,12 @@ def test_push_uploads_the_folder_to_the_endpoint_from_the_environment(checkpoint
         calls.append(("create_repo", self.endpoint, self.token, repo_id, kwargs))
         return f"{self.endpoint}/{repo_id}"
 
-    def upload_folder(self, **kwargs):
-        calls.append(("upload_folder", self.endpoint, self.token, kwargs["repo_id"], kwargs))
+    def create_commit(self, **kwargs):
+        calls.append(("create_commit", self.endpoint, self.token, kwargs["repo_id"], kwargs))
         return "commit-url"
 
     monkeypatch.setattr(HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(HfApi, "create_commit", create_commit)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
     status, out, err = run_cli(capsys, "push", checkpoint, "me/petra-tiny", "--private")
@@ -247,8 +247,9 @@ def test_push_uploads_the_folder_to_the_endpoint_from_the_environment(checkpoint
     assert create == "create_repo" and create_repo_id == "me/petra-tiny"
     assert create_kwargs["exist_ok"] is True and create_kwargs["private"] is True
     assert (create_endpoint, create_token) == ("http://127.0.0.1:9", "hf_test_token")
-    assert upload[0] == "upload_folder" and upload[3] == "me/petra-tiny"
-    assert Path(upload[4]["folder_path"]) == checkpoint
+    assert upload[0] == "create_commit" and upload[3] == "me/petra-tiny"
+    uploaded = {operation.path_in_repo: Path(operation.path_or_fileobj) for operation in upload[4]["operations"]}
+    assert uploaded == {path.name: path for path in checkpoint.iterdir()}
     assert "me/petra-tiny" in out
 
 
