@@ -723,11 +723,18 @@ def _load_checkpoint(checkpoint: str):
     from transformers import AutoTokenizer
 
     from .auto import AutoModelForCoreference
+    from .tasks.coreference.pipeline import check_tokenizer_matches_model
 
     if not Path(checkpoint).exists() and not _HUB_ID.match(checkpoint):
         raise CliError(f"checkpoint folder {checkpoint} does not exist; pass the --output-dir of `train`.")
     model = _load_model(AutoModelForCoreference, checkpoint)
     tokenizer = _fast_tokenizer(AutoTokenizer, checkpoint)
+    # A checkpoint saved without tokenizer.json loads a few special tokens only: every word would be read as [UNK].
+    try:
+        check_tokenizer_matches_model(tokenizer, model)
+    except ValueError as error:
+        problem = " ".join(str(error).split())
+        raise CliError(f"the tokenizer of {checkpoint} does not fit its model: {problem}") from error
     return model, tokenizer
 
 

@@ -390,3 +390,16 @@ def test_a_checkpoint_whose_load_warns_still_shows_the_warning(tmp_path, checkpo
     status, _, err = run_cli(capsys, "predict", folder, "--text", TEXT)
     assert status == 0, err
     assert "MISSING" in transformers_log.getvalue() and name in transformers_log.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------- tokenizer
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_checkpoint_without_its_tokenizer_file_is_refused_in_one_line(tmp_path, checkpoint, gap_file, capsys,
+                                                                        command):
+    folder = shutil.copytree(checkpoint, tmp_path / "petra")
+    (folder / "tokenizer.json").unlink()  # tokenizer_config.json alone loads a handful of special tokens
+    argv = ["evaluate", folder, gap_file] if command == "evaluate" else ["predict", folder, "--text", TEXT]
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 1 and out == ""
+    line = one_error_line(err, command)
+    assert f"the tokenizer of {folder} does not fit its model" in line and "30522" in line
