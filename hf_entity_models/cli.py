@@ -799,7 +799,8 @@ def _held_back_loading_output(quiet_progress: bool) -> Iterator[None]:
     """Hold back what transformers logs while a model loads, and pass it on only when the load succeeds.
 
     On weights that do not fit the config, transformers logs a many-line load report and then raises: the CLI's
-    one-line error replaces both. When the load succeeds its warnings (e.g. newly initialised weights) still show.
+    one-line error replaces both. When the load succeeds (or HF_ENTITY_DEBUG is set) its warnings, e.g. newly
+    initialised weights, still show.
     `quiet_progress` also hides the weight-loading progress bar (a local folder: nothing to download).
     """
     from logging.handlers import BufferingHandler
@@ -825,7 +826,8 @@ def _held_back_loading_output(quiet_progress: bool) -> Iterator[None]:
         library_logger.propagate = propagate
         if progress_shown:
             transformers_logging.enable_progress_bar()
-        for record in held.buffer if succeeded else ():
+        # With HF_ENTITY_DEBUG the traceback is shown instead of the one line, and the report belongs with it.
+        for record in held.buffer if succeeded or os.environ.get(DEBUG_VARIABLE) else ():
             library_logger.handle(record)  # on to its handlers and, where it propagates, the root logger's
 
 
