@@ -16,16 +16,20 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["hf_entity_models", "hf_entity_models.*"]),
     install_requires=[
-        # torch is deliberately unpinned: GPU users bring their own build; the Makefile pins the CPU build.
-        "torch>=2.1",
-        "transformers>=5.0,<6",
-        "accelerate>=1.0",
+        # Each floor is the lowest version the package is tested with (tests/test_dependency_floors.py installs
+        # exactly these). torch is deliberately not capped: GPU users bring their own build; the Makefile pins the
+        # CPU build. Its floor is transformers' own (older torch makes transformers run without it).
+        "torch>=2.4",
+        # Configs are dataclasses (huggingface_hub's @strict) from 5.4 on; 5.4 and 5.5 save a reloaded BERT's LayerNorm
+        # weights under other names (gamma/beta), so a re-saved or pushed checkpoint differs from the original.
+        "transformers>=5.6,<6",
+        "accelerate>=1.3",  # transformers 5.x calls unwrap_model(keep_torch_compile=...), new in 1.3
         "datasets>=3.0",
-        "evaluate>=0.4",
-        "huggingface-hub>=1.0",
-        "safetensors>=0.4",
-        "tqdm>=4.60",
-        "numpy>=1.24",
+        "evaluate>=0.4.0",
+        "huggingface-hub>=1.5",
+        "safetensors>=0.4.3",
+        "tqdm>=4.66.3",
+        "numpy>=2.0",  # the pyarrow that datasets installs today imports only with NumPy 2
     ],
     extras_require={
         "viz": ["matplotlib>=3.7"],

@@ -1,9 +1,7 @@
 """Measured results recorded in a model config (`config.evaluation_results`), checked and kept one per measurement.
 
-Model-agnostic and copied byte-identically into every model folder that records results
-(tests/test_model_folder_copies.py checks the copies and names the reference one): a model folder is shipped to the
-Hub on its own and loaded with `trust_remote_code=True`, so it cannot import this from another folder. It imports
-only the standard library; the config of its folder inherits `EvaluationResultsMixin`, and the model card reads the
+Model-agnostic: written once here and inherited by the config of every model that records results; saving a model
+copies it next to the weights (see `portable_code`). It imports only the standard library; the model card reads the
 results it keeps.
 """
 

@@ -1,0 +1,145 @@
+"""The dependencies setup.py declares are the ones the package imports, and their declared floors really work.
+
+1. Every third-party module the package imports belongs to a declared requirement, and every declared requirement is
+   imported (nothing undeclared that breaks `import hf_entity_models`, nothing declared for no reason).
+2. The declared floors work: a separate environment gets exactly the lowest version of every requirement
+   (tests/scripts/floor_constraints.py reads them from setup.py) and the whole test suite runs there. A floor raised
+   or lowered in setup.py is tested the next time the suite runs; code that needs a newer version than declared fails.
+   torch is the one exception: only the CPU build on local disk can be installed here (TORCH_SPEC, as in the
+   Makefile), so its floor is transformers' own (transformers treats older torch as absent).
+"""
+
+import ast
+import hashlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
+from floor_constraints import declared_requirements, floor  # noqa: E402
+
+PACKAGE_DIR = REPO_ROOT / "hf_entity_models"
+FLOORS_VENV = REPO_ROOT / ".venv-floors"
+TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
+# Optional imports, each behind an extra of setup.py and imported only where that feature is used.
+OPTIONAL_IMPORTS = {"matplotlib": "viz"}
+# Declared but not imported by name: what the package uses imports it.
+USED_THROUGH = {"accelerate": "transformers.Trainer, which imports accelerate (transformers' [torch] extra)"}
+
+
+def third_party_imports() -> dict[str, list[str]]:
+    """Top-level modules imported anywhere in the package that are neither standard library nor the package itself,
+    each with the files that import it."""
+    imports: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "hf_entity_models":
+                    imports.setdefault(top, []).append(str(path.relative_to(REPO_ROOT)))
+    return imports
+
+
+def normalized(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def test_every_imported_package_is_declared_and_every_declared_one_is_imported():
+    declared = {normalized(floor(requirement)[0]) for requirement in declared_requirements()}
+    distributions = importlib.metadata.packages_distributions()
+    imported = {}
+    for module, files in third_party_imports().items():
+        if module in OPTIONAL_IMPORTS:
+            continue
+        assert module in distributions, f"{module} (imported by {files[0]}) is not installed from any distribution"
+        for distribution in distributions[module]:
+            imported[normalized(distribution)] = files
+    undeclared = {name: files[:3] for name, files in imported.items() if name not in declared}
+    assert not undeclared, f"imported but not in setup.py install_requires: {undeclared}"
+    unused = declared - set(imported) - set(USED_THROUGH)
+    assert not unused, f"declared in setup.py but never imported by the package: {sorted(unused)}"
+
+
+def test_optional_imports_stay_behind_their_extra():
+    setup_text = (REPO_ROOT / "setup.py").read_text()
+    for module, extra in OPTIONAL_IMPORTS.items():
+        assert f'"{extra}": ["{module}' in setup_text, f"setup.py must declare {module} in the [{extra}] extra"
+        for file in third_party_imports().get(module, []):
+            module_level = [node for node in ast.parse((REPO_ROOT / file).read_text()).body if imports_module(node, module)]
+            assert not module_level, f"{file} imports {module} at module level: import it where the feature is used"
+
+
+def imports_module(node: ast.stmt, module: str) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == module for alias in node.names)
+    return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == module
+
+
+def test_the_whole_suite_passes_with_every_dependency_at_its_declared_floor():
+    floors = {normalized(name): version for name, version in map(floor, declared_requirements())}
+    floors.pop("torch")
+    python = ensure_floors_environment(floors)
+    installed = installed_versions(python, floors)
+    assert installed == {name: normalize_version(version) for name, version in floors.items()}, (
+        "the floors environment does not hold the declared floors"
+    )
+    result = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests",
+         "--ignore", str(Path(__file__).relative_to(REPO_ROOT))],
+        cwd=REPO_ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, (
+        f"the suite fails with the declared floors {floors}:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    )
+
+
+def ensure_floors_environment(floors: dict[str, str]) -> Path:
+    """A virtualenv holding the package with every requirement at its floor; rebuilt when the floors change."""
+    constraints = "".join(f"{name}=={version}\n" for name, version in sorted(floors.items()))
+    stamp = hashlib.sha256(f"{TORCH_SPEC}\n{constraints}".encode()).hexdigest()
+    python = FLOORS_VENV / "bin" / "python"
+    stamp_file = FLOORS_VENV / "floors.sha256"
+    if stamp_file.is_file() and stamp_file.read_text() == stamp and python.is_file():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(FLOORS_VENV)], check=True)
+    constraints_file = FLOORS_VENV / "constraints.txt"
+    constraints_file.write_text(constraints)
+    for arguments in ([TORCH_SPEC], ["-c", str(constraints_file), "-e", f"{REPO_ROOT}[dev,viz,examples]"]):
+        install = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *arguments],
+            capture_output=True, text=True, timeout=1200,
+        )
+        assert install.returncode == 0, f"installing {arguments} failed:\n{install.stderr[-4000:]}"
+    stamp_file.write_text(stamp)
+    return python
+
+
+def installed_versions(python: Path, names) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "for name in sys.argv[1:]: print(name, m.version(name))"
+    )
+    output = subprocess.run([str(python), "-c", code, *names], capture_output=True, text=True, check=True).stdout
+    return {name: normalize_version(version) for name, version in (line.split() for line in output.splitlines())}
+
+
+def normalize_version(version: str) -> str:
+    """"5.6" and "5.6.0" are the same release."""
+    parts = version.split(".")
+    while len(parts) > 1 and parts[-1] == "0":
+        parts.pop()
+    return ".".join(parts)
