@@ -484,6 +484,94 @@ def _copy_module_with_relative_imports(source_file: str, folder: Path) -> None:
         shutil.copyfile(path, folder / Path(path).name)
 
 
+# The card's text; `ModelCard.from_template` renders it with Jinja2 (a dependency of torch) and writes the metadata
+# header from the ModelCardData. What a card says about one model comes from its ModelCardSpec.
+_CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ model_name }}
+
+{{ overview }}
+
+| | |
+|---|---|
+{% for name, value in rows -%}
+| {{ name }} | {{ value }} |
+{% endfor %}
+## Data
+
+{% for description in dataset_descriptions -%}
+{{ description }}
+
+{% endfor -%}
+{% if dataset_descriptions -%}
+{{ data_closing }}
+{%- else -%}
+No evaluation results are recorded with this checkpoint (`config.evaluation_results` is empty), so nothing here says \
+how well it works: evaluate it before use.
+{%- endif %}
+
+## Results
+
+{% if results -%}
+| Task | Dataset | Split | Metric | Value | Threshold |
+|---|---|---|---|---|---|
+{% for row in results -%}
+| {{ row.task }} | {{ row.dataset }} | {{ row.split }} | {{ row.metric }} | {{ "%.4f" | format(row.value) }} | \
+{{ row.threshold }} |
+{% endfor %}
+Scores come from `config.evaluation_results`, recorded when the model was evaluated. GAP scores are computed by the \
+official rule (two binary decisions per row, A and B); bias is F1 feminine / F1 masculine (1.0 is balanced). A score \
+measured on the split the threshold was chosen on is optimistic.
+{%- else -%}
+No results recorded.
+{%- endif %}
+{% if threshold is not none %}
+## Decision threshold
+
+A candidate is linked to the pronoun when its link probability is at least `config.coref_threshold` = \
+**{{ threshold }}**. The pipeline applies it and returns it with every answer (`"threshold"`); the model itself \
+returns the probabilities (`candidate_scores`), so you can apply your own. To choose it on your validation data, use \
+`hf_entity_models.tasks.coreference.sweep_threshold` (or `tune_threshold` after training) and store the result in \
+`model.config.coref_threshold`.
+{% endif %}
+## How to use
+
+With the `hf-entity-models` package installed:
+
+{{ usage_with_package }}
+Without it, transformers runs the code stored next to the weights ({{ code_files }}; read it first, \
+`trust_remote_code=True` executes it):
+
+```python
+from transformers import AutoModel, pipeline
+
+model = AutoModel.from_pretrained("{{ location }}", trust_remote_code=True)  # {{ class_name }}
+{% if pipeline_examples -%}
+pipe = pipeline(model="{{ location }}", trust_remote_code=True)  # the pipeline saved with the model
+{% for line in pipeline_examples -%}
+{{ line }}
+{% endfor -%}
+{% endif -%}
+```
+{% if usage_note %}
+{{ usage_note }}
+{% endif %}
+## Limitations
+
+{% for limit in limitations -%}
+* {{ limit }}
+{% endfor %}
+## Citation
+
+```bibtex
+{{ citation }}
+```
+
+"""  # Jinja2 drops the template's last newline: the card ends with one
+
+
 def _model_card(
     spec: ModelCardSpec,
     config: PreTrainedConfig,
@@ -509,16 +597,34 @@ def _model_card(
         model_name=model_name if results else None,
         eval_results=[_eval_result(result) for result in results] or None,
     )
-    sections = [
-        _card_overview(spec, config, class_name, model_name, num_parameters),
-        _card_data_section(spec, datasets),
-        _card_results_section(results),
-        _card_threshold_section(config),
-        _card_usage_section(spec, class_name, model_location, pipelines, code_files),
-        _card_limits_section(spec, config, datasets),
-        f"## Citation\n\n```bibtex\n{spec.citation}\n```\n",
-    ]
-    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(section for section in sections if section))
+    total, trainable = num_parameters
+    threshold = getattr(config, "coref_threshold", None)
+    return ModelCard.from_template(
+        card_data,
+        template_str=_CARD_TEMPLATE,
+        model_name=model_name,
+        overview=spec.overview(config, class_name),
+        rows=[
+            ("Class", f"`{class_name}` (`model_type=\"{config.model_type}\"`)"),
+            *spec.config_rows(config, class_name),
+            ("Parameters", f"{total:,} ({trainable:,} trained)"),
+        ],
+        dataset_descriptions=[_DATASET_DESCRIPTIONS.get(dataset, f"`{dataset}`.") for dataset in datasets],
+        data_closing=" ".join(filter(None, ["The checkpoint does not store its training data.", spec.training_note])),
+        results=[_result_row(result) for result in results],
+        threshold=None if threshold is None else f"{float(threshold):g}",
+        usage_with_package=spec.usage_with_package(class_name, model_location),
+        code_files=", ".join(f"`{name}`" for name in code_files),
+        location=model_location,
+        class_name=class_name,
+        pipeline_examples=list(spec.pipeline_examples) if pipelines else [],
+        usage_note=spec.usage_note,
+        limitations=[
+            *spec.limitations(config, datasets),
+            *(_DATASET_LIMITATIONS[dataset] for dataset in datasets if dataset in _DATASET_LIMITATIONS),
+        ],
+        citation=spec.citation,
+    )
 
 
 def _eval_result(result: dict[str, Any]) -> EvalResult:
@@ -536,95 +642,13 @@ def _eval_result(result: dict[str, Any]) -> EvalResult:
     )
 
 
-def _card_overview(
-    spec: ModelCardSpec, config: PreTrainedConfig, class_name: str, model_name: str, num_parameters: tuple[int, int]
-) -> str:
-    total, trainable = num_parameters
-    rows = [
-        ("Class", f"`{class_name}` (`model_type=\"{config.model_type}\"`)"),
-        *spec.config_rows(config, class_name),
-        ("Parameters", f"{total:,} ({trainable:,} trained)"),
-    ]
-    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return f"# {model_name}\n\n{spec.overview(config, class_name)}\n\n| | |\n|---|---|\n{table}\n"
-
-
-def _card_data_section(spec: ModelCardSpec, datasets: list[str]) -> str:
-    if not datasets:
-        return (
-            "## Data\n\nNo evaluation results are recorded with this checkpoint (`config.evaluation_results` is "
-            "empty), so nothing here says how well it works: evaluate it before use.\n"
-        )
-    described = [_DATASET_DESCRIPTIONS.get(dataset, f"`{dataset}`.") for dataset in datasets]
-    closing = " ".join(filter(None, ["The checkpoint does not store its training data.", spec.training_note]))
-    return "## Data\n\n" + "\n\n".join(described) + f"\n\n{closing}\n"
-
-
-def _card_results_section(results: list[dict[str, Any]]) -> str:
-    if not results:
-        return "## Results\n\nNo results recorded.\n"
-    lines = ["| Task | Dataset | Split | Metric | Value | Threshold |", "|---|---|---|---|---|---|"]
-    for result in results:
-        dataset = result.get("dataset_name") or _DATASET_NAMES.get(result["dataset"], result["dataset"])
-        metric = result.get("metric_name") or _METRIC_NAMES.get(result["metric"], result["metric"])
-        threshold = f"{result['threshold']:g}" if "threshold" in result else "-"
-        lines.append(
-            f"| {result['task']} | {dataset} | {result['split']} | {metric} | {result['value']:.4f} | {threshold} |"
-        )
-    note = (
-        "\n\nScores come from `config.evaluation_results`, recorded when the model was evaluated. GAP scores are "
-        "computed by the official rule (two binary decisions per row, A and B); bias is F1 feminine / F1 "
-        "masculine (1.0 is balanced). A score measured on the split the threshold was chosen on is optimistic."
-    )
-    return "## Results\n\n" + "\n".join(lines) + note + "\n"
-
-
-def _card_threshold_section(config: PreTrainedConfig) -> str:
-    """The coreference decision threshold; empty for a model that makes no thresholded decision."""
-    if getattr(config, "coref_threshold", None) is None:
-        return ""
-    threshold = float(config.coref_threshold)
-    return (
-        "## Decision threshold\n\n"
-        f"A candidate is linked to the pronoun when its link probability is at least `config.coref_threshold` = "
-        f"**{threshold:g}**. The pipeline applies it and returns it with every answer (`\"threshold\"`); the model "
-        "itself returns the probabilities (`candidate_scores`), so you can apply your own. To choose it on your "
-        "validation data, use `hf_entity_models.tasks.coreference.sweep_threshold` (or `tune_threshold` after "
-        "training) and store the result in `model.config.coref_threshold`.\n"
-    )
-
-
-def _card_usage_section(
-    spec: ModelCardSpec,
-    class_name: str,
-    location: str,
-    pipelines: dict[str, dict[str, Any]],
-    code_files: list[str],
-) -> str:
-    remote_lines = [
-        "from transformers import AutoModel, pipeline",
-        "",
-        f"model = AutoModel.from_pretrained(\"{location}\", trust_remote_code=True)  # {class_name}",
-    ]
-    if pipelines:
-        remote_lines += [
-            f"pipe = pipeline(model=\"{location}\", trust_remote_code=True)  # the pipeline saved with the model",
-            *spec.pipeline_examples,
-        ]
-    note = f"\n{spec.usage_note}\n" if spec.usage_note else ""
-    return (
-        "## How to use\n\n"
-        "With the `hf-entity-models` package installed:\n\n"
-        f"{spec.usage_with_package(class_name, location)}\n"
-        "Without it, transformers runs the code stored next to the weights "
-        f"({', '.join(f'`{name}`' for name in code_files)}; read it first, `trust_remote_code=True` executes it):\n\n"
-        "```python\n" + "\n".join(remote_lines) + "\n```\n" + note
-    )
-
-
-def _card_limits_section(spec: ModelCardSpec, config: PreTrainedConfig, datasets: list[str]) -> str:
-    limits = [
-        *spec.limitations(config, datasets),
-        *(_DATASET_LIMITATIONS[dataset] for dataset in datasets if dataset in _DATASET_LIMITATIONS),
-    ]
-    return "## Limitations\n\n" + "\n".join(f"* {limit}" for limit in limits) + "\n"
+def _result_row(result: dict[str, Any]) -> dict[str, Any]:
+    """One row of the card's results table, with display names."""
+    return {
+        "task": result["task"],
+        "dataset": result.get("dataset_name") or _DATASET_NAMES.get(result["dataset"], result["dataset"]),
+        "split": result["split"],
+        "metric": result.get("metric_name") or _METRIC_NAMES.get(result["metric"], result["metric"]),
+        "value": result["value"],
+        "threshold": f"{result['threshold']:g}" if "threshold" in result else "-",
+    }
