@@ -686,7 +686,8 @@ def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: i
     `gap_link_scheme`), so the scores equal the ones the threshold was tuned on.
 
     Args:
-        model: A coreference model (`PetraForCoreference`, `RefReaderForCoreference`).
+        model: A coreference model (`PetraForCoreference`, `RefReaderForCoreference`), on any device: the batches
+            are moved to `model.device`.
         tokenizer: Its fast tokenizer.
         rows: GAP rows in the `load_gap` layout.
         batch_size: Rows per forward pass.
@@ -714,7 +715,9 @@ def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: i
     with torch.no_grad(), tqdm(total=len(prepared), desc="Scoring", unit="row") as progress:
         for start in range(0, len(prepared), batch_size):
             batch = collator([prepared[index] for index in range(start, min(start + batch_size, len(prepared)))])
-            probabilities.extend(model(**batch).candidate_scores[:, :2].tolist())
+            # The collator builds CPU tensors; the model may sit on a GPU (e.g. after `pipeline(...)` placed it).
+            batch = {key: value.to(model.device) for key, value in batch.items()}
+            probabilities.extend(model(**batch).candidate_scores[:, :2].float().cpu().tolist())
             progress.update(len(batch["input_ids"]))
     return probabilities
 

@@ -48,7 +48,15 @@ def checkpoint(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def pipe(checkpoint):
+    """Built like `hf-entity predict` builds its pipeline (no device given), so both run on the same device: a GPU
+    when one is visible, where pipeline() places the model by itself."""
     return pipeline("coreference", model=str(checkpoint))
+
+
+@pytest.fixture(scope="module")
+def cpu_pipe(checkpoint):
+    """On the CPU, like `hf-entity evaluate` (it scores the checkpoint where it loads: the CPU)."""
+    return pipeline("coreference", model=str(checkpoint), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +77,23 @@ def pipeline_probabilities(pipe, rows) -> dict[str, tuple[float, float]]:
         )
         probabilities[row["id"]] = tuple(candidate["probability"] for candidate in answer["candidates"])
     return probabilities
+
+
+@contextlib.contextmanager
+def cli_training_on_the_cpu():
+    """`hf-entity train` on the CPU even where a GPU is visible (there it trains on cuda:0 by default, which
+    tests/test_on_cuda.py covers). For tests that compare the validation scores and threshold found in training with
+    those of `hf-entity evaluate`, which scores on the CPU: GPU rounding could move a probability across a threshold."""
+    train_on_gap = coreference_tasks.train_on_gap
+
+    def on_the_cpu(*args, **kwargs):
+        result = train_on_gap(*args, **kwargs, use_cpu=True)
+        assert result.trainer.args.device.type == "cpu"
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coreference_tasks, "train_on_gap", on_the_cpu)  # the CLI imports it when it runs
+        yield
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -98,12 +123,13 @@ def test_train_on_the_synthetic_corpus_writes_a_loadable_checkpoint(tmp_path, ca
     BertModel(tiny_encoder_config()).save_pretrained(encoder)
     AutoTokenizer.from_pretrained(MINILM).save_pretrained(encoder)
     output = tmp_path / "trained"
-    status, out, err = run_cli(
-        capsys, "train", "--synthetic", 24, "--synthetic-validation", 10, "--encoder", encoder,
-        "--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells", 3, "--memory-variant", "learned_init",
-        "--config-overrides", '{"encoder_layers": [-2, -1], "dropout": 0.1}',
-        "--epochs", 2, "--batch-size", 8, "--learning-rate", 0.005, "--output-dir", output, "--threads", 1,
-    )
+    with cli_training_on_the_cpu():  # its threshold is re-found by `evaluate` (CPU) below
+        status, out, err = run_cli(
+            capsys, "train", "--synthetic", 24, "--synthetic-validation", 10, "--encoder", encoder,
+            "--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells", 3, "--memory-variant", "learned_init",
+            "--config-overrides", '{"encoder_layers": [-2, -1], "dropout": 0.1}',
+            "--epochs", 2, "--batch-size", 8, "--learning-rate", 0.005, "--output-dir", output, "--threads", 1,
+        )
     assert status == 0, err
     model = AutoModelForCoreference.from_pretrained(output)
     assert isinstance(model, PetraForCoreference)
@@ -142,7 +168,7 @@ def test_train_refuses_unknown_config_fields_and_missing_data(capsys):
 
 
 # ------------------------------------------------------------------------------------------------ evaluate
-def test_evaluate_scores_at_the_stored_threshold_like_the_pipeline(checkpoint, pipe, gap_file, tmp_path, capsys):
+def test_evaluate_scores_at_the_stored_threshold_like_the_pipeline(checkpoint, cpu_pipe, gap_file, tmp_path, capsys):
     output = tmp_path / "metrics.json"
     status, out, err = run_cli(capsys, "evaluate", checkpoint, gap_file, "--sweep", "--output", output)
     assert status == 0, err
@@ -151,7 +177,7 @@ def test_evaluate_scores_at_the_stored_threshold_like_the_pipeline(checkpoint, p
 
     rows = load_gap(gap_file)
     gold = gap_gold(rows)
-    probabilities = pipeline_probabilities(pipe, rows)
+    probabilities = pipeline_probabilities(cpu_pipe, rows)
     expected = score_gap_probabilities(gold, probabilities, THRESHOLD)
     assert result["rows"] == 12 and result["threshold"] == THRESHOLD
     assert result["f1"] == pytest.approx(expected.f1)
@@ -304,7 +330,8 @@ def trained_refreader(request, tmp_path_factory, encoder_folder) -> dict:
     argv = ["train", "--model", "refreader", "--encoder", encoder_folder, *REFREADER_TRAIN,
             *REFREADER_MODES[request.param], "--output-dir", output]
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    # On the CPU: test_refreader_evaluate_finds_the_threshold_tuned_in_training re-finds its threshold with `evaluate`.
+    with cli_training_on_the_cpu(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = main([str(arg) for arg in argv])
     assert status == 0, stderr.getvalue()[-3000:]
     return {"folder": output, "mode": request.param, "out": stdout.getvalue()}
@@ -364,14 +391,15 @@ def test_refreader_evaluate_finds_the_threshold_tuned_in_training(trained_refrea
     tokenizer = AutoTokenizer.from_pretrained(output)
     rows = load_gap(validation)
     scores = candidate_probabilities(model, tokenizer, rows, batch_size=8)
-    expected = pipeline_probabilities(pipeline("coreference", model=model, tokenizer=tokenizer), rows)
+    # device="cpu": pipeline() would otherwise move this very model to a visible GPU (in place) and score there.
+    expected = pipeline_probabilities(pipeline("coreference", model=model, tokenizer=tokenizer, device="cpu"), rows)
     for row_id, pair in zip(rows["id"], scores, strict=True):
         assert pair == pytest.approx(expected[row_id], rel=1e-5, abs=1e-7)
 
 
 def test_refreader_predict_text_query_and_gap_file(trained_refreader, gap_file, tmp_path, capsys):
     output = trained_refreader["folder"]
-    pipe = pipeline("coreference", model=str(output))
+    pipe = pipeline("coreference", model=str(output))  # no device, like `predict`'s: both on the same device
     plot = tmp_path / "memory.png"
     status, out, err = run_cli(capsys, "predict", output, "--text", TEXT, "--mention-threshold", 0.2,
                                "--memory-plot", plot, "--threads", 1)

@@ -92,7 +92,9 @@ with torch.no_grad():
         pronoun_spans=torch.tensor(inputs["pronoun_spans"]),
         candidate_spans=torch.tensor(inputs["candidate_spans"]),
     )
-pipe = pipeline(model=location, trust_remote_code=True)
+# On the CPU like `model` above, whose outputs the answers are compared with (a GPU would differ in the last digits;
+# pipeline() takes a visible GPU by itself, and tests/test_on_cuda.py checks the devices).
+pipe = pipeline(model=location, trust_remote_code=True, device="cpu")
 query = dict(pronoun=tuple(inputs["pronoun"]), candidates=[tuple(c) for c in inputs["candidates"]])
 result = {
     "refusals": refusals,
@@ -204,7 +206,8 @@ def checkpoint(tmp_path_factory, tokenizer):
             pronoun_spans=torch.tensor(inputs["pronoun_spans"]),
             candidate_spans=torch.tensor(inputs["candidate_spans"]),
         )
-    answer = pipeline("coreference", model=str(folder))(TEXT, pronoun=PRONOUN, candidates=CANDIDATES)
+    # device="cpu": compared with the CPU outputs above at rel 1e-5 (pipeline() would take a visible GPU by itself).
+    answer = pipeline("coreference", model=str(folder), device="cpu")(TEXT, pronoun=PRONOUN, candidates=CANDIDATES)
     return {"folder": folder, "model": model, "outputs": outputs, "answer": answer,
             "inputs_file": folder.parent / "inputs.json"}
 

