@@ -27,6 +27,7 @@ setup(
         "datasets>=3.0",
         "evaluate>=0.4.0",
         "huggingface-hub>=1.5",
+        "jinja2>=3.1",  # model cards: huggingface_hub's ModelCard.from_template renders with it
         "safetensors>=0.4.3",
         "tqdm>=4.66.3",
         "numpy>=2.0",  # the pyarrow that datasets installs today imports only with NumPy 2

@@ -80,8 +80,8 @@ _CHECKPOINT_FILE_NAMES = frozenset({
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
     "vocab.json", "merges.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
 })
-# Weight shards, chat templates, and the code files that `trust_remote_code=True` imports (module names only).
-_CHECKPOINT_FILE_PATTERN = re.compile(r"^(model-\d+-of-\d+\.safetensors|chat_template\.\w+|[A-Za-z_]\w*\.py)$")
+# Weight shards and chat templates. Code files count only when the config names them (see `_checkpoint_code_files`).
+_CHECKPOINT_FILE_PATTERN = re.compile(r"^(model-\d+-of-\d+\.safetensors|chat_template\.\w+)$")
 _WEIGHT_FILE_NAMES = ("model.safetensors", "model.safetensors.index.json")
 # What `train` writes next to the checkpoint: the validation scores (not uploaded: the card has them).
 TRAIN_REPORT = "validation_results.json"
@@ -922,7 +922,7 @@ def run_push(args: argparse.Namespace) -> int:
     if not (folder / "config.json").is_file():
         raise CliError(f"{folder} has no config.json, so it is not a saved model; pass the --output-dir of `train`.")
     # An allow-list, not the whole folder: a .env, keys, optimizer and trainer states must never reach the Hub.
-    files = sorted(entry for entry in folder.iterdir() if _is_checkpoint_file(entry))
+    files = _checkpoint_entries(folder)
     left_out = sorted(
         f"{entry.name}/" if entry.is_dir() else entry.name for entry in folder.iterdir() if entry not in files
     )
@@ -1030,12 +1030,39 @@ def _move_into_place(folder: Path, destination: Path) -> None:
         logger.warning(f"The replaced folder {retired} could not be deleted ({error}); delete it by hand.")
 
 
-def _is_checkpoint_file(path: Path) -> bool:
-    """One of the files a checkpoint consists of (see `_CHECKPOINT_FILE_NAMES`); never a dot-file or a folder."""
-    name = path.name
-    if name.startswith(".") or not path.is_file():
-        return False
-    return name in _CHECKPOINT_FILE_NAMES or _CHECKPOINT_FILE_PATTERN.match(name) is not None
+def _checkpoint_entries(folder: Path) -> list[Path]:
+    """The files of `folder` that a checkpoint consists of (see `_CHECKPOINT_FILE_NAMES`), in name order; never a
+    dot-file or a folder, and only the code files that its config.json loads."""
+    code_files = _checkpoint_code_files(folder)
+    return sorted(
+        entry for entry in folder.iterdir()
+        if entry.is_file() and not entry.name.startswith(".")
+        and (entry.name in _CHECKPOINT_FILE_NAMES or entry.name in code_files or _CHECKPOINT_FILE_PATTERN.match(entry.name))
+    )
+
+
+def _checkpoint_code_files(folder: Path) -> set[str]:
+    """Names of the code files that loading the checkpoint with `trust_remote_code=True` imports: the modules its
+    config.json names (`auto_map`, `custom_pipelines`) and, recursively, what they import relatively."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(config, dict):
+        return set()
+    references = list((config.get("auto_map") or {}).values())
+    references += [entry.get("impl") for entry in (config.get("custom_pipelines") or {}).values() if isinstance(entry, dict)]
+    names = set()
+    for reference in references:
+        for class_reference in reference if isinstance(reference, (list, tuple)) else [reference]:
+            if not isinstance(class_reference, str) or "." not in class_reference:
+                continue
+            module_file = folder / f"{class_reference.split('--')[-1].rsplit('.', 1)[0]}.py"
+            if module_file.is_file() and module_file.parent == folder:
+                names |= {module_file.name, *(Path(path).name for path in get_relative_import_files(module_file))}
+    return names
 
 
 def _is_package_checkpoint(folder: Path) -> bool:
@@ -1044,7 +1071,8 @@ def _is_package_checkpoint(folder: Path) -> bool:
     entries = list(folder.iterdir())
     if not any(entry.name in _WEIGHT_FILE_NAMES for entry in entries):
         return False
-    if not all(_is_checkpoint_file(entry) or (entry.name == TRAIN_REPORT and entry.is_file()) for entry in entries):
+    checkpoint_entries = _checkpoint_entries(folder)
+    if not all(entry in checkpoint_entries or (entry.name == TRAIN_REPORT and entry.is_file()) for entry in entries):
         return False
     return _is_package_model_type(folder / "config.json")
 
@@ -1109,7 +1137,7 @@ def _check_output_file(output: str | None, option: str, overwrite: bool, inputs:
 def _checkpoint_inputs(checkpoint: str) -> list[Path]:
     """The files of a local checkpoint folder that a command reads (an --output must not replace them)."""
     folder = Path(checkpoint)
-    return [entry for entry in folder.iterdir() if _is_checkpoint_file(entry)] if folder.is_dir() else []
+    return _checkpoint_entries(folder) if folder.is_dir() else []
 
 
 if __name__ == "__main__":

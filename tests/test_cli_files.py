@@ -284,12 +284,22 @@ def test_push_uploads_only_the_files_of_the_checkpoint(tmp_path, checkpoint, mon
         ("model-00001-of-00002.safetensors", True), ("model.safetensors.index.json", True),
         ("generation_config.json", True), ("special_tokens_map.json", True), ("vocab.txt", True),
         ("merges.txt", True), ("vocab.json", True), ("added_tokens.json", True), ("chat_template.json", True),
-        ("pipeline.py", True), ("optimizer.pt", False), ("pytorch_model.bin", False),
-        ("model-final.safetensors", False), (".hidden.py", False), ("my script.py", False), ("config.json.bak", False),
+        ("pipeline.py", True), ("modeling_toy.py", True), ("toy_helpers.py", True), ("optimizer.pt", False),
+        ("pytorch_model.bin", False), ("model-final.safetensors", False), (".hidden.py", False),
+        ("my script.py", False), ("analysis.py", False), ("config.json.bak", False),
     ],
 )
 def test_checkpoint_file_allow_list(tmp_path, name, uploaded):
-    assert cli._is_checkpoint_file(_write(tmp_path / name)) is uploaded
+    # Code files count when config.json loads them (auto_map, custom_pipelines) or they import them relatively.
+    config = {"auto_map": {"AutoModel": "modeling_toy.ToyModel"}, "custom_pipelines": {"t": {"impl": "pipeline.P"}}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "modeling_toy.py").write_text("from .toy_helpers import helper\n")
+    (tmp_path / "pipeline.py").write_text("import torch\n")
+    (tmp_path / "toy_helpers.py").write_text("helper = 1\n")
+    path = tmp_path / name
+    if not path.exists():
+        _write(path)
+    assert (path in cli._checkpoint_entries(tmp_path)) is uploaded
 
 
 # -------------------------------------------------------------------------------------- --output of evaluate, predict

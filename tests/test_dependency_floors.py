@@ -28,7 +28,10 @@ TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
 # Optional imports, each behind an extra of setup.py and imported only where that feature is used.
 OPTIONAL_IMPORTS = {"matplotlib": "viz"}
 # Declared but not imported by name: what the package uses imports it.
-USED_THROUGH = {"accelerate": "transformers.Trainer, which imports accelerate (transformers' [torch] extra)"}
+USED_THROUGH = {
+    "accelerate": "transformers.Trainer, which imports accelerate (transformers' [torch] extra)",
+    "jinja2": "huggingface_hub.ModelCard.from_template, which renders the model cards with it",
+}
 
 
 def third_party_imports() -> dict[str, list[str]]:

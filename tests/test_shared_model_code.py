@@ -134,6 +134,24 @@ def test_make_folder_self_contained_rewrites_only_shared_imports_and_copies_what
     assert modeling.read_text().count(portable_code.SHARED_PACKAGE) == 3, "the package's own file is untouched"
 
 
+def test_an_import_form_the_rewrite_does_not_know_fails_the_save(tmp_path):
+    modeling = tmp_path / "package" / "modeling_toy.py"
+    modeling.parent.mkdir()
+    modeling.write_text(f"from {portable_code.SHARED_PACKAGE}.entity_hub \\\n    import EntityHubMixin\n")
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / modeling.name).write_text(modeling.read_text())
+    with pytest.raises(ValueError, match=r"modeling_toy.py, line 1: the saved code still imports hf_entity_models"):
+        portable_code.make_folder_self_contained(checkpoint, modeling)
+
+
+def test_no_model_file_is_named_like_a_shared_module():
+    # A checkpoint is one flat folder: the shared module would replace the model's file of the same name.
+    clashes = [str(path.relative_to(MODELS_DIR)) for folder in model_folders() for path in source_files(folder)
+               if path.stem in SHARED_MODULES]
+    assert not clashes, f"{clashes} are named like modules of models/_shared/: rename them"
+
+
 CONFIG_REMOTE_LOAD = NO_PACKAGE_PRELUDE + r'''
 import json
 from transformers import AutoConfig

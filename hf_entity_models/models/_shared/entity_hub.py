@@ -182,7 +182,9 @@ class EntityHubMixin:
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         except Exception as error:
-            problem = _checkpoint_problem(error, str(pretrained_model_name_or_path))
+            config_fields = getattr(cls.config_class, "__dataclass_fields__", {})
+            overrides = {key: value for key, value in kwargs.items() if key in config_fields}
+            problem = _checkpoint_problem(error, str(pretrained_model_name_or_path), overrides)
             if problem is None:
                 raise
             raise CheckpointError(problem) from error
@@ -238,6 +240,7 @@ class EntityHubMixin:
             commit_message=hub_options.get("commit_message") or "Upload model",
             commit_description=hub_options.get("commit_description"),
             create_pr=hub_options.get("create_pr", False),
+            revision=hub_options.get("revision"),
             token=token,
         )
 
@@ -445,22 +448,34 @@ def hub_model_id(name_or_path: str | None) -> str | None:
     return name_or_path
 
 
-def _checkpoint_problem(error: Exception, location: str) -> str | None:
+def _checkpoint_problem(error: Exception, location: str, overrides: dict[str, Any]) -> str | None:
     """What is wrong with a checkpoint, from the error its loading raised; None for any other error."""
-    weights = os.path.join(location, "model.safetensors") if os.path.isdir(location) else f"{location} (weights)"
+    weights = _weights_description(location)
     if type(error).__name__ == "SafetensorError":  # safetensors' Rust error type, not importable by a stable path
         return (
-            f"{weights} is damaged ({error}): it is empty, truncated or not a safetensors file. Save or download the "
-            "checkpoint again."
+            f"{weights}: a weights file is damaged ({error}): it is empty, truncated or not a safetensors file. Save "
+            "or download the checkpoint again."
         )
     if isinstance(error, RuntimeError) and "ignore_mismatched_sizes" in str(error):
-        config = os.path.join(location, "config.json") if os.path.isdir(location) else f"{location} (config.json)"
+        config = os.path.join(location, "config.json") if os.path.isdir(location) else f"the config.json of {location}"
+        if overrides:
+            config += f" with the overrides {sorted(overrides)}"
         return (
-            f"{config} does not match the weights in {weights}: some tensor sizes differ (the load report above lists "
-            "them). The config was edited or belongs to another checkpoint; restore it, or pass "
-            "ignore_mismatched_sizes=True to re-initialise those tensors."
+            f"{config} does not match the weights in {weights}: some tensor sizes differ (transformers' load report "
+            "lists them). Restore the config saved with these weights (or drop the overrides that change sizes), or "
+            "pass ignore_mismatched_sizes=True to re-initialise those tensors."
         )
     return None
+
+
+def _weights_description(location: str) -> str:
+    """The weight files of a checkpoint folder (the shard index of a sharded one), or the repo id."""
+    if not os.path.isdir(location):
+        return f"the weights of {location}"
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        if os.path.isfile(os.path.join(location, name)):
+            return os.path.join(location, name)
+    return f"the weights in {location}"
 
 
 def _hub_api() -> HfApi:

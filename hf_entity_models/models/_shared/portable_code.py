@@ -12,6 +12,7 @@ matches and saving again copies the files as transformers always does. This modu
 and transformers, so it runs in both places.
 """
 
+import ast
 import os
 import re
 import shutil
@@ -49,6 +50,8 @@ def checkpoint_code_files(module_file: str | Path) -> list[Path]:
     while pending:
         path = pending.pop()
         if path.name in needed:
+            if needed[path.name].resolve() != path.resolve():  # a checkpoint is one flat folder
+                raise ValueError(f"{needed[path.name]} and {path} would be saved under the same name: rename one.")
             continue
         needed[path.name] = path
         pending += [Path(name) for name in get_relative_import_files(path)]
@@ -76,10 +79,25 @@ def make_folder_self_contained(folder: str | Path, module_file: str | Path) -> l
         elif saved_file.is_file():
             source = saved_file.read_text(encoding="utf-8")
             saved_file.write_text(_SHARED_IMPORT.sub(r"\g<indent>from .\g<module> import", source), encoding="utf-8")
+            _refuse_package_imports(saved_file)
     for shared_file in shared_files:
         shutil.copyfile(shared_file, folder / shared_file.name)
     return [shared_file.name for shared_file in shared_files]
 
+
+def _refuse_package_imports(saved_file: Path) -> None:
+    """Fail the save rather than write a checkpoint that imports the package it must run without (an import form
+    the rewrite does not know, e.g. one continued with a backslash)."""
+    package = SHARED_PACKAGE.split(".")[0]
+    for node in ast.walk(ast.parse(saved_file.read_text(encoding="utf-8"))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        if any(name.split(".")[0] == package for name in names):
+            raise ValueError(
+                f"{saved_file.name}, line {node.lineno}: the saved code still imports {package}, which a checkpoint "
+                f"cannot: import shared code on one line as `from {SHARED_PACKAGE}.<module> import ...`."
+            )
 
 # `save_pretrained(push_to_hub=True, ...)` options that belong to the upload, not to the save.
 _PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr", "revision")

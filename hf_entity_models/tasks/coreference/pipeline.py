@@ -14,9 +14,11 @@ from transformers import Pipeline
 
 CharSpan = tuple[int, int]
 
-# Embedding matrices are often padded past the tokenizer's size to a multiple of one of these (GPU-friendly shapes,
-# e.g. GPT-2's 50257 tokens in 50304 rows); see `check_tokenizer_matches_model`.
-EMBEDDING_PADDING_MULTIPLES = (8, 16, 32, 64, 128)
+# Embedding rows a model may have that no token of its tokenizer uses: padding to GPU-friendly shapes (GPT-2's
+# 50257 tokens in 50304 rows) and reserved rows (T5: 32100 in 32128, DeBERTa-v3: 128001 in 128100). The larger of the
+# two bounds applies; see `check_tokenizer_matches_model`.
+UNUSED_EMBEDDING_ROWS = 128
+UNUSED_EMBEDDING_SHARE = 0.01
 # Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): the text does not
 # mark words there, so every character boundary counts as a word boundary.
 _SPACELESS_SCRIPTS = (
@@ -179,10 +181,10 @@ def check_tokenizer_matches_model(tokenizer: Any, model: Any) -> None:
     own word embeddings). The rule, with ``n = len(tokenizer)`` (added tokens included) and ``V`` that size:
 
     * ``n <= V``: a larger tokenizer produces ids that have no embedding row;
-    * ``V == n``, or ``V`` is ``n`` rounded up to a multiple of 8, 16, 32, 64 or 128 (`EMBEDDING_PADDING_MULTIPLES`):
-      embedding matrices are padded to such sizes for speed, with rows no token uses. Any other gap means the
-      tokenizer is not the model's: e.g. a checkpoint saved without ``tokenizer.json`` loads a 5-token vocabulary
-      that maps every word to ``[UNK]``, and a smaller vocabulary of another model numbers its words differently.
+    * ``V - n <= max(128, V / 100)``: embedding matrices may hold rows no token uses (padding to GPU-friendly sizes,
+      reserved rows: GPT-2, T5, DeBERTa-v3). A larger gap means the tokenizer is not the model's: e.g. a checkpoint
+      saved without ``tokenizer.json`` loads a 5-token vocabulary that maps every word to ``[UNK]``, and the
+      vocabulary of another model (BERT cased, 28996, for uncased, 30522) numbers its words differently.
 
     Args:
         tokenizer: The tokenizer that will produce the model's ``input_ids``.
@@ -214,23 +216,20 @@ def check_tokenizer_matches_model(tokenizer: Any, model: Any) -> None:
             "cannot be checked; the model's config must give the number of rows of its input embeddings."
         )
     tokenizer_size = len(tokenizer)
-    allowed = {tokenizer_size} | {-(-tokenizer_size // multiple) * multiple for multiple in EMBEDDING_PADDING_MULTIPLES}
-    if vocabulary_size in allowed:
+    unused_rows = vocabulary_size - tokenizer_size
+    if 0 <= unused_rows <= max(UNUSED_EMBEDDING_ROWS, UNUSED_EMBEDDING_SHARE * vocabulary_size):
         return
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-    if tokenizer_size > vocabulary_size:
+    if unused_rows < 0:
         problem = (
             f"ids from {vocabulary_size} to {tokenizer_size - 1} have no embedding row (added tokens need "
             "model.resize_token_embeddings and training)"
         )
     else:
-        *smaller, largest = EMBEDDING_PADDING_MULTIPLES
-        multiples = f"{', '.join(str(multiple) for multiple in smaller)} or {largest}"
         problem = (
-            f"{vocabulary_size - tokenizer_size} embedding rows would never be read, and {vocabulary_size} is not "
-            f"{tokenizer_size} padded to a multiple of {multiples} (that gives {sorted(allowed - {tokenizer_size})}), "
-            "so this is not the vocabulary the model was trained on (a checkpoint saved without tokenizer.json loads "
-            "a few special tokens only and reads every word as [UNK])"
+            f"{unused_rows} embedding rows would never be read (more than padding or reserved rows explain), so this "
+            "is not the vocabulary the model was trained on (a checkpoint saved without tokenizer.json loads a few "
+            "special tokens only and reads every word as [UNK])"
         )
     raise ValueError(
         f"The tokenizer {name!r} has {len(tokenizer)} tokens but {type(model).__name__} reads a vocabulary of "
