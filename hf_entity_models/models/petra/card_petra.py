@@ -1,14 +1,14 @@
 """What the model card of a PeTra checkpoint says about PeTra: overview, configuration table, limits, citation, usage.
 
 The rest of the card (Hub metadata, data, results, decision threshold, loading without the package) is written by the
-model-agnostic `entity_hub.py` of this folder, from `PETRA_MODEL_CARD`. Part of the self-contained model folder
-(imports only transformers and this folder), shipped next to the weights with the other code files.
+shared `entity_hub.py`, from `PETRA_MODEL_CARD`. Shipped next to the weights with the other code files.
 """
 
 from transformers import PreTrainedModel
 
-from .configuration_petra import PetraConfig
 from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+
+from .configuration_petra import PetraConfig
 
 # The coreference example of the usage section: a pronoun and two candidate names, as character offsets.
 _EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."

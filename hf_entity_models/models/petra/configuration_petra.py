@@ -1,7 +1,8 @@
 """PeTra model configuration.
 
-This file is self-contained (it imports only ``transformers``, ``huggingface_hub`` and files of its own folder) so
-that it can be copied to the Hub with ``register_for_auto_class`` and loaded with ``trust_remote_code=True``.
+It imports only ``transformers``, ``huggingface_hub``, the standard library and the shared model code
+(``hf_entity_models.models._shared``), which saving copies next to it, so that a saved config loads with
+``trust_remote_code=True`` where this package is not installed.
 """
 
 from huggingface_hub.dataclasses import strict

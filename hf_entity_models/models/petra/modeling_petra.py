@@ -1,7 +1,8 @@
 """PyTorch PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for People Tracking").
 
-This file is self-contained (it imports only torch, transformers and its own folder) so that
-``register_for_auto_class`` can copy it to the Hub and ``trust_remote_code=True`` loads it without our package.
+It imports only torch, transformers, files of its own folder and the shared model code
+(``hf_entity_models.models._shared``), which saving copies next to it, so that a checkpoint loads with
+``trust_remote_code=True`` where this package is not installed.
 
 Equation numbers refer to the paper. Shapes use B = batch, T = tokens, N = memory cells, H = hidden size,
 P = token pairs, K = candidate spans.
@@ -17,8 +18,6 @@ from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
-from .card_petra import PETRA_MODEL_CARD
-from .configuration_petra import PetraConfig
 from hf_entity_models.models._shared.coreference_links import (
     IGNORE_INDEX,
     LINK_NEGATIVE,
@@ -38,6 +37,9 @@ from hf_entity_models.models._shared.coreference_links import (
     unpack_steps,
 )
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+
+from .card_petra import PETRA_MODEL_CARD
+from .configuration_petra import PetraConfig
 
 logger = logging.get_logger(__name__)
 

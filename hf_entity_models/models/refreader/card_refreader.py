@@ -2,13 +2,14 @@
 limits, citation, usage.
 
 The rest of the card (Hub metadata, data, results, decision threshold, loading without the package) is written by the
-model-agnostic `entity_hub.py` of this folder, from `REFREADER_MODEL_CARD`. Part of the self-contained model folder.
+shared `entity_hub.py`, from `REFREADER_MODEL_CARD`. Shipped next to the weights with the other code files.
 """
 
 from transformers import PreTrainedModel
 
-from .configuration_refreader import RefReaderConfig
 from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+
+from .configuration_refreader import RefReaderConfig
 
 _EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."
 _EXAMPLE_QUERY = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"

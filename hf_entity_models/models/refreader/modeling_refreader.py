@@ -1,8 +1,9 @@
 """PyTorch Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A Recurrent Entity
 Network for Anaphora Resolution").
 
-This file is self-contained (it imports only torch, transformers and its own folder) so that
-``register_for_auto_class`` can copy it to the Hub and ``trust_remote_code=True`` loads it without our package.
+It imports only torch, transformers, files of its own folder and the shared model code
+(``hf_entity_models.models._shared``), which saving copies next to it, so that a checkpoint loads with
+``trust_remote_code=True`` where this package is not installed.
 
 Equation numbers refer to the paper. Shapes use B = batch, T = tokens, N = memory cells, H = hidden size,
 K = key size, V = vocabulary, P = token pairs, C = candidate spans.
@@ -18,7 +19,6 @@ from transformers import AutoModel, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
-from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
 from hf_entity_models.models._shared.coreference_links import (
     IGNORE_INDEX,
     LINK_NEGATIVE,
@@ -36,8 +36,10 @@ from hf_entity_models.models._shared.coreference_links import (
     packed_positions,
     unpack_steps,
 )
-from .card_refreader import REFREADER_MODEL_CARD
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+
+from .card_refreader import REFREADER_MODEL_CARD
+from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
 
 logger = logging.get_logger(__name__)
 
