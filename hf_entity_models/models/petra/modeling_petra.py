@@ -28,14 +28,13 @@ from hf_entity_models.models._shared.coreference_links import (
     candidate_scores_if_asked,
     check_link_inputs,
     check_right_padding,
-    copy_encoder_weights,
     encode_in_windows,
     gather_tokens,
-    load_pretrained_encoder,
     packed_positions,
     span_link_probabilities,
     unpack_steps,
 )
+from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
 
 from .card_petra import PETRA_MODEL_CARD

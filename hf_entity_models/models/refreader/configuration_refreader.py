@@ -10,7 +10,8 @@ import math
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
-from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, build_encoder_config
+from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
+from hf_entity_models.models._shared.encoders import build_encoder_config
 from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
 from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
 
