@@ -5,6 +5,7 @@ Importing the package registers every config and model with the transformers Aut
 
 from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
 from .models._shared.entity_hub import CheckpointError
+from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 
@@ -16,6 +17,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AutoModelForCoreference",
     "CheckpointError",
+    "ForceReaderConfig",
+    "ForceReaderForQuestionAnswering",
+    "ForceReaderModel",
     "PetraConfig",
     "PetraForCoreference",
     "PetraModel",

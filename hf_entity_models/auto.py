@@ -11,13 +11,16 @@ classes do not exist: coreference heads map to `AutoModel` (and `AutoConfig` to 
 
 from collections import OrderedDict
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+import transformers.pipelines
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForQuestionAnswering
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 from .tasks.coreference.pipeline import CoreferencePipeline
+from .tasks.question_answering.pipeline import QuestionAnsweringPipeline
 
 # Task name under which checkpoints declare their own copy of the coreference pipeline (`config.custom_pipelines`).
 # It must differ from "coreference": transformers gives a task declared by the checkpoint precedence over the
@@ -44,8 +47,8 @@ class AutoModelForCoreference(_BaseAutoModelClass):
 
 
 def register_auto_classes() -> None:
-    """Register every model of the package with AutoConfig, AutoModel, AutoModelForCoreference and, for language
-    models, AutoModelForCausalLM (idempotent).
+    """Register every model of the package with AutoConfig, AutoModel and its task's Auto class
+    (AutoModelForCoreference, AutoModelForCausalLM, AutoModelForQuestionAnswering); idempotent.
 
     Saved checkpoints then name their code in `auto_map` (`AutoConfig` -> the config, `AutoModel` -> the saved
     model class, the coreference head included; `AutoModelForCausalLM` -> the LM head) and carry the code files.
@@ -54,18 +57,36 @@ def register_auto_classes() -> None:
     _register(RefReaderConfig, base_model=RefReaderModel, coreference_model=RefReaderForCoreference)
     AutoModelForCausalLM.register(RefReaderConfig, RefReaderForCausalLM, exist_ok=True)
     RefReaderForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    _register_base(ForceReaderConfig, ForceReaderModel)
+    AutoModelForQuestionAnswering.register(ForceReaderConfig, ForceReaderForQuestionAnswering, exist_ok=True)
+    ForceReaderForQuestionAnswering.register_for_auto_class("AutoModelForQuestionAnswering")
 
 
 def register_pipelines() -> None:
-    """Register `pipeline("coreference")` with transformers, and ship it with saved coreference checkpoints.
+    """Register `pipeline("coreference")` and `pipeline("question-answering")` with transformers, and ship the
+    coreference pipeline with saved coreference checkpoints.
 
-    Locally the pipeline loads models with `AutoModelForCoreference`. Saved checkpoints declare a copy of it in
-    `config.custom_pipelines` under `HUB_COREFERENCE_TASK`, loaded with `AutoModel`, which their `auto_map`
+    Locally the coreference pipeline loads models with `AutoModelForCoreference`. Saved checkpoints declare a copy of
+    it in `config.custom_pipelines` under `HUB_COREFERENCE_TASK`, loaded with `AutoModel`, which their `auto_map`
     resolves to the coreference head.
+
+    transformers 5.x has no question-answering pipeline of its own: ours serves every `AutoModelForQuestionAnswering`
+    checkpoint (BERT and the like as well as ours).
     """
     PIPELINE_REGISTRY.register_pipeline(
         "coreference", pipeline_class=CoreferencePipeline, pt_model=AutoModelForCoreference, type="text"
     )
+    PIPELINE_REGISTRY.register_pipeline(
+        "question-answering",
+        pipeline_class=QuestionAnsweringPipeline,
+        pt_model=AutoModelForQuestionAnswering,
+        type="text",
+    )
+    # Recent transformers releases (5.23, not 5.6) make `pipeline()` refuse the task names they removed (REMOVED_TASKS)
+    # before it looks at the registry; the task is ours again, so it must leave that list.
+    removed_tasks = getattr(transformers.pipelines, "REMOVED_TASKS", None)
+    if isinstance(removed_tasks, dict):
+        removed_tasks.pop("question-answering", None)
     for coreference_model in (PetraForCoreference, RefReaderForCoreference):
         coreference_model.register_hub_pipeline(
             HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
@@ -73,10 +94,15 @@ def register_pipelines() -> None:
 
 
 def _register(config_class, base_model, coreference_model) -> None:
+    _register_base(config_class, base_model)
+    AutoModelForCoreference.register(config_class, coreference_model, exist_ok=True)
+    # On the Hub the coreference head maps to AutoModel: custom Auto classes do not exist without this package.
+    coreference_model.register_for_auto_class("AutoModel")
+
+
+def _register_base(config_class, base_model) -> None:
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     AutoModel.register(config_class, base_model, exist_ok=True)
-    AutoModelForCoreference.register(config_class, coreference_model, exist_ok=True)
     # Portable checkpoints: the names must be transformers Auto classes, which exist without this package.
     config_class.register_for_auto_class("AutoConfig")
     base_model.register_for_auto_class("AutoModel")
-    coreference_model.register_for_auto_class("AutoModel")

@@ -400,8 +400,23 @@ _SAVE_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "privat
 
 # The Hub has no coreference task type. Its task taxonomy files coreference resolution under token-classification
 # (the `coreference-resolution` task id of datasets such as GAP).
-_HUB_TASK_TYPES = {"coreference": ("token-classification", "Coreference resolution")}
-_DATASET_NAMES = {"gap": "GAP"}
+_HUB_TASK_TYPES = {
+    "coreference": ("token-classification", "Coreference resolution"),
+    "question-answering": ("question-answering", "Question answering"),
+}
+_DATASET_NAMES = {"gap": "GAP", "squad": "SQuAD 1.1", "squad_v2": "SQuAD 2.0"}
+# How the scores of a dataset are computed, after the results table.
+_DATASET_RESULT_NOTES = {
+    "gap": (
+        "GAP scores are computed by the official rule (two binary decisions per row, A and B); bias is F1 feminine "
+        "/ F1 masculine (1.0 is balanced)."
+    ),
+    "squad": "SQuAD scores are the official exact match and token F1 (normalised answers, best over gold answers).",
+    "squad_v2": (
+        "SQuAD 2.0 scores are the official exact match and F1, unanswerable questions included (answering \"\" is "
+        "correct for them)."
+    ),
+}
 _METRIC_NAMES = {
     "f1": "F1",
     "precision": "Precision",
@@ -411,6 +426,14 @@ _METRIC_NAMES = {
     "bias": "Bias (F1 feminine / F1 masculine)",
 }
 _DATASET_DESCRIPTIONS = {
+    "squad": (
+        "[SQuAD 1.1](https://rajpurkar.github.io/SQuAD-explorer/) (Rajpurkar et al., 2016): questions on Wikipedia "
+        "paragraphs whose answer is a span of the paragraph."
+    ),
+    "squad_v2": (
+        "[SQuAD 2.0](https://rajpurkar.github.io/SQuAD-explorer/) (Rajpurkar et al., 2018): SQuAD 1.1 plus "
+        "unanswerable questions written to look answerable."
+    ),
     "gap": (
         "[GAP](https://github.com/google-research-datasets/gap-coreference) (Webster et al., 2018) is a "
         "gender-balanced set of ambiguous pronoun-name pairs from English Wikipedia: each example asks whether a "
@@ -536,9 +559,8 @@ how well it works: evaluate it before use.
 | {{ row.task }} | {{ row.dataset }} | {{ row.split }} | {{ row.metric }} | {{ "%.4f" | format(row.value) }} | \
 {{ row.threshold }} |
 {% endfor %}
-Scores come from `config.evaluation_results`, recorded when the model was evaluated. GAP scores are computed by the \
-official rule (two binary decisions per row, A and B); bias is F1 feminine / F1 masculine (1.0 is balanced). A score \
-measured on the split the threshold was chosen on is optimistic.
+Scores come from `config.evaluation_results`, recorded when the model was evaluated.{% for note in result_notes %} \
+{{ note }}{% endfor %} A score measured on the split a threshold was chosen on is optimistic.
 {%- else -%}
 No results recorded.
 {%- endif %}
@@ -627,6 +649,7 @@ def _model_card(
         dataset_descriptions=[_DATASET_DESCRIPTIONS.get(dataset, f"`{dataset}`.") for dataset in datasets],
         data_closing=" ".join(filter(None, ["The checkpoint does not store its training data.", spec.training_note])),
         results=[_result_row(result) for result in results],
+        result_notes=[_DATASET_RESULT_NOTES[dataset] for dataset in datasets if dataset in _DATASET_RESULT_NOTES],
         threshold=None if threshold is None else f"{float(threshold):g}",
         usage_with_package=spec.usage_with_package(class_name, model_location),
         code_files=", ".join(f"`{name}`" for name in code_files),

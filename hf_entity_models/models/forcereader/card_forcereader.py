@@ -1,0 +1,96 @@
+"""What the model card of a ForceReader checkpoint says about the model: overview, configuration table, limits,
+citation, usage.
+
+The rest of the card (Hub metadata, data, results, loading without the package) is written by the shared
+`entity_hub.py`, from `FORCEREADER_MODEL_CARD`. Shipped next to the weights with the other code files.
+"""
+
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+
+from .configuration_forcereader import ForceReaderConfig
+
+_EXAMPLE = 'question="Who founded Microsoft?", context="I know from the book that Bill Gates founded Microsoft."'
+
+_CITATION = """@inproceedings{chen2020forcereader,
+  title = {ForceReader: a BERT-based Interactive Machine Reading Comprehension Model with Attention Separation},
+  author = {Chen, Zheng and Wu, Kangjian},
+  booktitle = {Proceedings of COLING},
+  year = {2020}
+}"""
+
+# The paper's name of each rung of its ablation ladder (Table 1).
+_RUNG_NAMES = {
+    "joint-bert": "the joint BERT baseline",
+    "sep-bert-reader": "SepBERTReader",
+    "multi-mode-reader": "MultiModeReader",
+    "cond-attention-reader": "CondAttentionReader",
+    "forcereader": "ForceReader",
+}
+
+
+def _overview(config: ForceReaderConfig, class_name: str) -> str:
+    rung = _RUNG_NAMES.get(config.preset or "", "a combination of ForceReader's switches outside the paper's ladder")
+    return (
+        "A ForceReader reading-comprehension model (Chen and Wu, 2020, *ForceReader: a BERT-based Interactive "
+        "Machine Reading Comprehension Model with Attention Separation*), packaged with the `hf-entity-models` "
+        "package. It encodes the question and the passage separately (Attention Separate Representation), lets "
+        "each read the other (Q2P and P2Q modes) under the [CLS] of the jointly encoded pair (QCP mode, Conditional "
+        "Background Attention), and predicts the answer span from convolutions over the cosine / L1 interaction of "
+        f"every passage and question token (Interactive Reasoning). This checkpoint is **{rung}**. It reads the "
+        "same packed question-passage features as `BertForQuestionAnswering` and returns start / end logits over "
+        "them (position 0 scores \"no answer\")."
+    )
+
+
+def _config_rows(config: ForceReaderConfig, class_name: str) -> list[tuple[str, str]]:
+    encoder = config.encoder_config
+    encoder_id = hub_model_id(getattr(encoder, "name_or_path", None))
+    encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
+    return [
+        ("Encoder", f"{encoder_text}, {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
+                    f"{getattr(encoder, 'hidden_size', '?')}, fine-tuned"),
+        ("Ladder rung", f"`{config.preset}`" if config.preset else "custom"),
+        ("Separate encoding", str(config.separate_encoding)),
+        ("Reading modes", ", ".join(config.reading_modes) or "none"),
+        ("Conditional background attention", str(config.conditional_background_attention)),
+        ("Interactive reasoning", f"{config.interactive_reasoning} (kernels {config.interaction_kernel_sizes}, "
+                                  f"{config.interaction_channels} channels)" if config.interactive_reasoning else "False"),
+    ]
+
+
+def _limitations(config: ForceReaderConfig, datasets: list[str]) -> list[str]:
+    return [
+        "Extractive: every answer is a span of the given context (or no answer, position 0, for SQuAD 2.0 models).",
+        "Where the paper is silent, choices were made and are documented in the code: the reading modes read the "
+        "separate encodings in parallel; without Conditional Background Attention h_QCP is added to the question "
+        "summary; the L1 channel is the mean absolute difference; depthwise-then-pointwise convolutions with ReLU; "
+        "the loss sums the start and end cross-entropies (Eq. 7).",
+        "Separate encoding runs the encoder on the question, the passage and (QCP mode) the pair: about two to "
+        "three times the encoder cost of the joint baseline.",
+    ]
+
+
+def _usage_with_package(class_name: str, location: str) -> str:
+    return (
+        "```python\n"
+        "import hf_entity_models  # registers ForceReader with the Auto classes and pipeline(\"question-answering\")\n"
+        "from transformers import AutoModelForQuestionAnswering, pipeline\n\n"
+        f"model = AutoModelForQuestionAnswering.from_pretrained(\"{location}\")\n"
+        f"qa = pipeline(\"question-answering\", model=\"{location}\")\n"
+        f"qa({_EXAMPLE})\n```\n"
+    )
+
+
+FORCEREADER_MODEL_CARD = ModelCardSpec(
+    tags=("forcereader", "question-answering", "squad"),
+    pipeline_tag="question-answering",
+    citation=_CITATION,
+    overview=_overview,
+    config_rows=_config_rows,
+    limitations=_limitations,
+    usage_with_package=_usage_with_package,
+    usage_note=(
+        "Answers carry character offsets into the context (`context[start:end] == answer`); contexts longer than "
+        "the model's window are read in overlapping windows, never truncated."
+    ),
+)

@@ -1,0 +1,176 @@
+"""ForceReader model configuration.
+
+It imports only ``transformers``, ``huggingface_hub``, the standard library and the shared model code
+(``hf_entity_models.models._shared``), which saving copies next to it, so that a saved config loads with
+``trust_remote_code=True`` where this package is not installed.
+"""
+
+from huggingface_hub.dataclasses import strict
+from transformers import AutoConfig, PreTrainedConfig
+
+from hf_entity_models.models._shared.encoders import build_encoder_config
+from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
+from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+
+READING_MODES = ("q2p", "p2q", "qcp")
+# The rungs of the paper's ablation ladder (Table 1), each one config: the switches that differ from the default.
+PRESETS = {
+    "joint-bert": dict(
+        separate_encoding=False, reading_modes=[], conditional_background_attention=False, interactive_reasoning=False
+    ),
+    "sep-bert-reader": dict(
+        separate_encoding=True, reading_modes=[], conditional_background_attention=False, interactive_reasoning=False
+    ),
+    "multi-mode-reader": dict(
+        separate_encoding=True,
+        reading_modes=list(READING_MODES),
+        conditional_background_attention=False,
+        interactive_reasoning=False,
+    ),
+    "cond-attention-reader": dict(
+        separate_encoding=True,
+        reading_modes=list(READING_MODES),
+        conditional_background_attention=True,
+        interactive_reasoning=False,
+    ),
+    "forcereader": dict(
+        separate_encoding=True,
+        reading_modes=list(READING_MODES),
+        conditional_background_attention=True,
+        interactive_reasoning=True,
+    ),
+}
+
+
+@strict
+class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTrainedConfig):
+    r"""
+    Configuration of a ForceReader (an interactive BERT-based reading-comprehension model: Attention Separate
+    Representation, Multi-mode Reading, Conditional Background Attention and Interactive Reasoning). Every idea of
+    the paper is a switch, so every rung of its ablation ladder is one config: see `PRESETS` and `from_preset`
+    (`"joint-bert"`, `"sep-bert-reader"`, `"multi-mode-reader"`, `"cond-attention-reader"`, `"forcereader"`).
+
+    Args:
+        encoder_config (`dict` or `PreTrainedConfig`, *optional*):
+            Configuration of the BERT-like encoder (fine-tuned with the reader). It must take `token_type_ids`.
+            Defaults to BERT-base.
+        separate_encoding (`bool`, *optional*, defaults to `True`):
+            Attention Separate Representation (section 3.1): the encoder reads "[CLS] question [SEP]" and
+            "[CLS] passage [SEP]" separately, both rebuilt from the packed input. `False` is the joint BERT baseline:
+            one pass over the packed input and a linear start/end classifier.
+        reading_modes (`list[str]`, *optional*, defaults to `["q2p", "p2q", "qcp"]`):
+            Multi-mode Reading (3.2, Eq. 2): `"q2p"` adds to every question token its attention read of the passage,
+            `"p2q"` adds to every passage token its attention read of the question, `"qcp"` encodes the packed
+            question-passage pair jointly and keeps its [CLS] vector h_QCP as background semantics. Needs
+            `separate_encoding`.
+        conditional_background_attention (`bool`, *optional*, defaults to `True`):
+            Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores use the keys plus h_QCP.
+            Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the question summary of the answer
+            classifier (the paper does not say how the MultiModeReader fuses QCP; this is the choice made here).
+        interactive_reasoning (`bool`, *optional*, defaults to `True`):
+            Interactive Reasoning (3.4, Eqs. 4-6): the cosine and L1 interaction tensor S of passage x question
+            tokens, `len(interaction_kernel_sizes)` separable convolution layers, global max-pooling over the
+            question, and start/end logits from the pooled features (3.5). Without it, start/end logits are
+            bilinear in each passage token and an attention-pooled question vector (the "AttentiveReader-like"
+            prediction of the SepBERTReader rung).
+        interaction_channels (`int`, *optional*, defaults to 64):
+            Output channels c of every separable convolution layer.
+        interaction_kernel_sizes (`list[int]`, *optional*, defaults to `[3, 5, 7]`):
+            Kernel size of the depthwise convolution of each layer ("different receptive field sizes"), odd.
+        interaction_keeps_passage_features (`bool`, *optional*, defaults to `False`):
+            Also feed the passage token states to the start/end classifier next to the interaction features. The
+            paper classifies on the interaction features alone (3.5); this is an extension, off by default.
+        scale_mode_attention (`bool`, *optional*, defaults to `False`):
+            Divide the Q2P / P2Q attention scores by sqrt(hidden size). The paper's Eq. 2 and 3 do not scale.
+        classifier_dropout (`float`, *optional*, defaults to 0.1):
+            Dropout on the states the new layers read.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialiser of the new layers.
+        evaluation_results (`list[dict]`, *optional*):
+            Measured results recorded in the model card (see `record_evaluation`).
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> config = ForceReaderConfig.from_preset("cond-attention-reader", encoder_config=encoder_config)
+    >>> config.interactive_reasoning, config.reading_modes
+    (False, ['q2p', 'p2q', 'qcp'])
+    >>> model = ForceReaderForQuestionAnswering(config)
+
+    ```
+    """
+
+    model_type = "forcereader"
+    sub_configs = {"encoder_config": AutoConfig}
+
+    encoder_config: dict | PreTrainedConfig | None = None
+    separate_encoding: bool = True
+    reading_modes: list[str] | tuple[str, ...] = READING_MODES
+    conditional_background_attention: bool = True
+    interactive_reasoning: bool = True
+    interaction_channels: int = 64
+    interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
+    interaction_keeps_passage_features: bool = False
+    scale_mode_attention: bool = False
+    classifier_dropout: float | int = 0.1
+    initializer_range: float = 0.02
+    evaluation_results: list[dict] | None = None
+
+    def __post_init__(self, **kwargs):
+        self.encoder_config = build_encoder_config(self.encoder_config, default_model_type="bert")
+        self.reading_modes = list(self.reading_modes)
+        self.interaction_kernel_sizes = [int(size) for size in self.interaction_kernel_sizes]
+        super().__post_init__(**kwargs)
+        self._check_values()
+
+    @classmethod
+    def from_preset(cls, preset: str, **kwargs) -> "ForceReaderConfig":
+        """The config of one rung of the paper's ablation ladder (`PRESETS`), with any other field in `kwargs`."""
+        if preset not in PRESETS:
+            raise ValueError(f"Unknown ForceReader preset {preset!r}; choose one of {sorted(PRESETS)}.")
+        return cls(**{**PRESETS[preset], **kwargs})
+
+    @property
+    def preset(self) -> str | None:
+        """The name of the ladder rung this config is, or None for a combination outside the ladder."""
+        for name, switches in PRESETS.items():
+            if all(getattr(self, field) == value for field, value in switches.items()):
+                return name
+        return None
+
+    def _check_values(self) -> None:
+        unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
+        _require(not unknown, f"reading_modes must be taken from {READING_MODES}, got unknown {unknown}.")
+        _require(
+            len(set(self.reading_modes)) == len(self.reading_modes),
+            f"reading_modes must not repeat a mode, got {self.reading_modes}.",
+        )
+        _require(
+            self.separate_encoding or not (self.reading_modes or self.interactive_reasoning),
+            "reading_modes and interactive_reasoning work on the separate question and passage encodings: set "
+            "separate_encoding=True, or use the joint baseline (reading_modes=[], interactive_reasoning=False).",
+        )
+        _require(
+            not self.conditional_background_attention or "qcp" in self.reading_modes,
+            "conditional_background_attention conditions the attention on the QCP mode's [CLS]: add 'qcp' to "
+            "reading_modes or set conditional_background_attention=False.",
+        )
+        _require(self.interaction_channels >= 1, f"interaction_channels must be >= 1, got {self.interaction_channels}.")
+        _require(
+            len(self.interaction_kernel_sizes) >= 1 and all(size >= 1 and size % 2 == 1 for size in self.interaction_kernel_sizes),
+            f"interaction_kernel_sizes must be a non-empty list of odd sizes, got {self.interaction_kernel_sizes}.",
+        )
+        _require(0.0 <= self.classifier_dropout < 1.0, f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}.")
+        self.validate_evaluation_results()
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+__all__ = ["PRESETS", "READING_MODES", "ForceReaderConfig"]

@@ -1,0 +1,498 @@
+"""PyTorch ForceReader: an interactive BERT-based reading-comprehension model (Attention Separate Representation,
+Multi-mode Reading, Conditional Background Attention, Interactive Reasoning).
+
+It imports only torch, transformers, files of its own folder and the shared model code
+(``hf_entity_models.models._shared``), which saving copies next to it, so that a checkpoint loads with
+``trust_remote_code=True`` where this package is not installed.
+
+The model takes the standard packed QA features (``[CLS] question [SEP] passage [SEP]`` with ``token_type_ids``), so
+features, post-processing, Trainer set-up and pipelines serve it and ``BertForQuestionAnswering`` alike; the separate
+question and passage sequences are rebuilt from them inside the model. Section and equation numbers refer to the
+paper. Shapes use B = batch, L = packed length, Q / P = question / passage sequence length, H = hidden size,
+C = interaction channels.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput, logging
+
+from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
+from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+
+from .card_forcereader import FORCEREADER_MODEL_CARD
+from .configuration_forcereader import ForceReaderConfig
+
+logger = logging.get_logger(__name__)
+
+# Start/end logit of a position that cannot begin or end an answer (question, separators, padding). Finite, so that
+# a softmax over a row stays defined and float16 can hold it.
+MASKED_LOGIT = -1e4
+
+
+class SeparateSequences(NamedTuple):
+    """The question and passage rebuilt from a packed input as two single-segment sequences."""
+
+    question_ids: torch.LongTensor  # (B, Q): [CLS] question [SEP]
+    question_mask: torch.BoolTensor  # (B, Q)
+    passage_ids: torch.LongTensor  # (B, P): [CLS] passage [SEP]
+    passage_mask: torch.BoolTensor  # (B, P)
+    passage_positions: torch.LongTensor  # (B, P): packed position of every passage-sequence position
+
+
+def split_packed_input(
+    input_ids: torch.LongTensor, token_type_ids: torch.LongTensor, attention_mask: torch.Tensor
+) -> SeparateSequences:
+    """Rebuild "[CLS] question [SEP]" and "[CLS] passage [SEP]" from "[CLS] question [SEP] passage [SEP]".
+
+    The question segment is the right-padded prefix with token type 0; the passage segment the tokens of type 1.
+    The passage sequence starts with the packed input's own [CLS], so it maps back to packed position 0 (where
+    SQuAD 2.0 features put the no-answer label).
+    """
+    valid = attention_mask.bool()
+    question_mask = valid & (token_type_ids == 0)
+    passage_tokens = valid & (token_type_ids == 1)
+    question_length = question_mask.sum(dim=1)
+    passage_length = passage_tokens.sum(dim=1) + 1  # + the leading [CLS]
+    if bool((question_length < 2).any()) or bool((passage_tokens.sum(dim=1) < 1).any()):
+        raise ValueError(
+            "Every row needs a question segment (token_type_ids 0) and a passage segment (token_type_ids 1): pass "
+            "packed question-passage features, e.g. tokenizer(question, context) with return_token_type_ids=True."
+        )
+    question_span = int(question_length.max())
+    steps = torch.arange(int(passage_length.max()), device=input_ids.device)
+    # Passage step k >= 1 is packed position question_length + k - 1; step 0 is the packed [CLS] at position 0.
+    passage_positions = torch.where(steps == 0, 0, question_length[:, None] + steps - 1)
+    passage_mask = steps < passage_length[:, None]
+    passage_positions = passage_positions.masked_fill(~passage_mask, 0).clamp(max=input_ids.shape[1] - 1)
+    question_mask = question_mask[:, :question_span]
+    # Padding positions of both sequences hold id 0; the masks keep the encoder off them.
+    return SeparateSequences(
+        question_ids=input_ids[:, :question_span].masked_fill(~question_mask, 0),
+        question_mask=question_mask,
+        passage_ids=input_ids.gather(1, passage_positions).masked_fill(~passage_mask, 0),
+        passage_mask=passage_mask,
+        passage_positions=passage_positions.masked_fill(~passage_mask, -1),
+    )
+
+
+@dataclass
+class ForceReaderModelOutput(ModelOutput):
+    """
+    Outputs of [`ForceReaderModel`]: the passage (and question) states the answer classifier reads.
+
+    Args:
+        passage_states (`torch.FloatTensor` of shape `(batch_size, passage_length, hidden_size)`):
+            The passage sequence "[CLS] passage [SEP]" after the reading modes; with `separate_encoding=False`, the
+            states of the whole packed input.
+        passage_mask (`torch.BoolTensor` of shape `(batch_size, passage_length)`):
+            Real (not padding) positions of `passage_states`.
+        passage_positions (`torch.LongTensor` of shape `(batch_size, passage_length)`):
+            The packed position of every passage position (-1 for padding).
+        question_states (`torch.FloatTensor` of shape `(batch_size, question_length, hidden_size)`, *optional*):
+            The question sequence "[CLS] question [SEP]" after the reading modes (separate encoding only).
+        question_mask (`torch.BoolTensor` of shape `(batch_size, question_length)`, *optional*):
+            Real positions of `question_states`.
+        background (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
+            h_QCP, the [CLS] state of the jointly encoded pair (QCP mode).
+        question_to_passage_attentions (`torch.FloatTensor` of shape `(batch_size, question_length, passage_length)`, *optional*):
+            Q2P attention alpha (Eq. 2 / 3): how each question token reads the passage (the paper's Figure 4).
+        passage_to_question_attentions (`torch.FloatTensor` of shape `(batch_size, passage_length, question_length)`, *optional*):
+            P2Q attention: how each passage token reads the question (Figure 5).
+    """
+
+    passage_states: torch.FloatTensor | None = None
+    passage_mask: torch.BoolTensor | None = None
+    passage_positions: torch.LongTensor | None = None
+    question_states: torch.FloatTensor | None = None
+    question_mask: torch.BoolTensor | None = None
+    background: torch.FloatTensor | None = None
+    question_to_passage_attentions: torch.FloatTensor | None = None
+    passage_to_question_attentions: torch.FloatTensor | None = None
+
+
+@dataclass
+class ForceReaderQuestionAnsweringOutput(ModelOutput):
+    """
+    Outputs of [`ForceReaderForQuestionAnswering`], laid out like `BertForQuestionAnswering`'s.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `start_positions` and `end_positions` are given):
+            Sum of the start and end cross-entropies (Eq. 7), averaged over the batch.
+        start_logits (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            Answer-start scores over the packed input; question, separator and padding positions hold `MASKED_LOGIT`.
+            Position 0 ([CLS]) scores "no answer" (SQuAD 2.0).
+        end_logits (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+            Answer-end scores, masked likewise.
+        question_to_passage_attentions (`torch.FloatTensor`, *optional*):
+            See [`ForceReaderModelOutput`].
+        passage_to_question_attentions (`torch.FloatTensor`, *optional*):
+            See [`ForceReaderModelOutput`].
+    """
+
+    loss: torch.FloatTensor | None = None
+    start_logits: torch.FloatTensor | None = None
+    end_logits: torch.FloatTensor | None = None
+    question_to_passage_attentions: torch.FloatTensor | None = None
+    passage_to_question_attentions: torch.FloatTensor | None = None
+
+
+class ForceReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
+    config: ForceReaderConfig
+    config_class = ForceReaderConfig
+    _model_card_spec = FORCEREADER_MODEL_CARD
+    base_model_prefix = "forcereader"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
+        super()._init_weights(module)
+        if isinstance(module, nn.Conv2d):
+            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+
+class ModeAttention(nn.Module):
+    """One reading mode of section 3.2: every query token adds its attention read of the other sequence (Eq. 2),
+    with the keys shifted by the background h_QCP when the attention is conditional (Eq. 3)."""
+
+    def __init__(self, hidden_size: int, scale: bool):
+        super().__init__()
+        self.scaling = hidden_size**-0.5 if scale else 1.0
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        key_mask: torch.BoolTensor,
+        background: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        score_keys = keys if background is None else keys + background[:, None, :]
+        scores = torch.bmm(queries, score_keys.transpose(1, 2)) * self.scaling
+        attention = scores.masked_fill(~key_mask[:, None, :], torch.finfo(scores.dtype).min).softmax(dim=-1)
+        return queries + torch.bmm(attention, keys), attention
+
+
+class InteractiveReasoning(nn.Module):
+    """Section 3.4: the interaction tensor S = [cos; L1] of every passage-question token pair (Eq. 4), separable
+    convolutions (Eq. 5: depthwise k x k per channel, then a 1 x 1 convolution across channels, ReLU), and global
+    max-pooling over the question (Eq. 6) -> (B, P, C).
+
+    The L1 distance is divided by the hidden size (the mean absolute difference), so that both channels of S have
+    comparable scales; the paper does not say how they are scaled.
+    """
+
+    def __init__(self, config: ForceReaderConfig):
+        super().__init__()
+        layers = []
+        channels = 2
+        for kernel_size in config.interaction_kernel_sizes:
+            layers.append(
+                nn.ModuleDict(
+                    {
+                        "depthwise": nn.Conv2d(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels),
+                        "pointwise": nn.Conv2d(channels, config.interaction_channels, kernel_size=1),
+                    }
+                )
+            )
+            channels = config.interaction_channels
+        self.layers = nn.ModuleList(layers)
+
+    def forward(
+        self,
+        passage: torch.Tensor,
+        question: torch.Tensor,
+        passage_mask: torch.BoolTensor,
+        question_mask: torch.BoolTensor,
+    ) -> torch.Tensor:
+        pair_mask = (passage_mask[:, :, None] & question_mask[:, None, :])[:, None]  # (B, 1, P, Q)
+        cosine = torch.bmm(F.normalize(passage, dim=-1), F.normalize(question, dim=-1).transpose(1, 2))
+        l1 = torch.cdist(passage, question, p=1) / passage.shape[-1]
+        interaction = torch.stack([cosine, l1], dim=1) * pair_mask
+        for layer in self.layers:
+            interaction = F.relu(layer["pointwise"](layer["depthwise"](interaction))) * pair_mask
+        pooled = interaction.masked_fill(~pair_mask, torch.finfo(interaction.dtype).min).amax(dim=-1)
+        return pooled.transpose(1, 2)
+
+
+class ForceReaderModel(ForceReaderPreTrainedModel):
+    """
+    The ForceReader body: the encoder and the reading modes (sections 3.1-3.3). Which parts run is set by the config
+    (see `ForceReaderConfig.from_preset`).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import ForceReaderConfig, ForceReaderModel
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> model = ForceReaderModel(ForceReaderConfig(encoder_config=encoder_config))
+    >>> packed = dict(input_ids=torch.tensor([[101, 2040, 102, 3958, 5964, 102]]),
+    ...               token_type_ids=torch.tensor([[0, 0, 0, 1, 1, 1]]))
+    >>> out = model(**packed)
+    >>> out.question_states.shape, out.passage_states.shape
+    (torch.Size([1, 3, 32]), torch.Size([1, 4, 32]))
+
+    ```
+    """
+
+    def __init__(self, config: ForceReaderConfig):
+        super().__init__(config)
+        self.encoder = AutoModel.from_config(config.encoder_config)
+        hidden_size = config.encoder_config.hidden_size
+        self.question_to_passage = ModeAttention(hidden_size, config.scale_mode_attention)
+        self.passage_to_question = ModeAttention(hidden_size, config.scale_mode_attention)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> ForceReaderModelOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Packed "[CLS] question [SEP] passage [SEP]" token ids, right-padded.
+            attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for real tokens, 0 for padding (default: all ones).
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                0 for the question segment, 1 for the passage segment; they tell the model where the question ends.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            raise ValueError(
+                "ForceReader needs token_type_ids (0 = question, 1 = passage) to find the passage: tokenize the pair "
+                "with tokenizer(question, context, return_token_type_ids=True)."
+            )
+        if not self.config.separate_encoding:
+            states = self._encode(input_ids, attention_mask, token_type_ids)
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+            valid = attention_mask.bool()
+            return ForceReaderModelOutput(
+                passage_states=states, passage_mask=valid, passage_positions=positions.masked_fill(~valid, -1)
+            )
+        sequences = split_packed_input(input_ids, token_type_ids, attention_mask)
+        question = self._encode(sequences.question_ids, sequences.question_mask)
+        passage = self._encode(sequences.passage_ids, sequences.passage_mask)
+        modes = self.config.reading_modes
+        background = self._encode(input_ids, attention_mask, token_type_ids)[:, 0] if "qcp" in modes else None
+        condition = background if self.config.conditional_background_attention else None
+        # Both modes read the separate encodings: they are parallel readings, not one after the other.
+        question_to_passage = passage_to_question = None
+        question_read, passage_read = question, passage
+        if "q2p" in modes:
+            question_read, question_to_passage = self.question_to_passage(
+                question, passage, sequences.passage_mask, condition
+            )
+        if "p2q" in modes:
+            passage_read, passage_to_question = self.passage_to_question(
+                passage, question, sequences.question_mask, condition
+            )
+        return ForceReaderModelOutput(
+            passage_states=passage_read,
+            passage_mask=sequences.passage_mask,
+            passage_positions=sequences.passage_positions,
+            question_states=question_read,
+            question_mask=sequences.question_mask,
+            background=background,
+            question_to_passage_attentions=question_to_passage,
+            passage_to_question_attentions=passage_to_question,
+        )
+
+    def _encode(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, token_type_ids: torch.LongTensor | None = None
+    ) -> torch.Tensor:
+        if token_type_ids is None:  # a single-segment sequence
+            token_type_ids = torch.zeros_like(input_ids)
+        return self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask.long(), token_type_ids=token_type_ids
+        ).last_hidden_state
+
+
+class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
+    """
+    ForceReader with the answer prediction of section 3.5: start and end logits over the packed input, the
+    cross-entropy of Eq. 7 when `start_positions` / `end_positions` are given.
+
+    The rungs of the ladder predict differently: the joint baseline classifies each packed token linearly (BERT's
+    QA head); the separate-encoding rungs without Interactive Reasoning score each passage token bilinearly against
+    an attention-pooled question vector (the AttentiveReader-like prediction the paper names), plus h_QCP when the
+    QCP mode is not already inside the attention; ForceReader classifies the pooled interaction features (Eq. 6).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
+
+    >>> encoder_config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    >>> model = ForceReaderForQuestionAnswering(ForceReaderConfig(encoder_config=encoder_config))
+    >>> out = model(input_ids=torch.tensor([[101, 2040, 102, 3958, 5964, 102]]),
+    ...             token_type_ids=torch.tensor([[0, 0, 0, 1, 1, 1]]),
+    ...             start_positions=torch.tensor([3]), end_positions=torch.tensor([4]))
+    >>> out.start_logits.shape, out.loss.shape
+    (torch.Size([1, 6]), torch.Size([]))
+
+    ```
+    """
+
+    def __init__(self, config: ForceReaderConfig):
+        super().__init__(config)
+        self.forcereader = ForceReaderModel(config)
+        hidden_size = config.encoder_config.hidden_size
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.question_pooling = self.start_bilinear = self.end_bilinear = self.interaction = None
+        if config.interactive_reasoning:
+            self.interaction = InteractiveReasoning(config)
+            features = config.interaction_channels + (hidden_size if config.interaction_keeps_passage_features else 0)
+            self.qa_outputs = nn.Linear(features, 2)
+        elif config.separate_encoding:
+            self.question_pooling = nn.Linear(hidden_size, 1)
+            self.start_bilinear = nn.Linear(hidden_size, hidden_size)
+            self.end_bilinear = nn.Linear(hidden_size, hidden_size)
+        else:
+            self.qa_outputs = nn.Linear(hidden_size, 2)
+        self.post_init()
+
+    @classmethod
+    def from_encoder(
+        cls, encoder_name_or_path: str, preset: str = "forcereader", **config_overrides
+    ) -> "ForceReaderForQuestionAnswering":
+        """A fresh reader (one rung of the ladder, `preset`) around a pretrained BERT-like encoder.
+
+        Example:
+
+        ```python
+        >>> model = ForceReaderForQuestionAnswering.from_encoder("bert-base-uncased", preset="forcereader")  # doctest: +SKIP
+
+        ```
+        """
+        encoder = load_pretrained_encoder(encoder_name_or_path)
+        config = ForceReaderConfig.from_preset(preset, encoder_config=encoder.config.to_dict(), **config_overrides)
+        model = cls(config)
+        copy_encoder_weights(model.forcereader.encoder, encoder, encoder_name_or_path)
+        model.config.name_or_path = str(encoder_name_or_path)
+        return model
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> ForceReaderQuestionAnsweringOutput:
+        r"""
+        Args:
+            input_ids, attention_mask, token_type_ids:
+                Packed question-passage features, as for `BertForQuestionAnswering` (see [`ForceReaderModel`]).
+            start_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Packed position of the answer's first token (0, the [CLS], for no answer in the window).
+            end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Packed position of the answer's last token.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        body = self.forcereader(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        passage = self.dropout(body.passage_states)
+        if self.interaction is not None:
+            question = self.dropout(body.question_states)
+            features = self.interaction(passage, question, body.passage_mask, body.question_mask)
+            if self.config.interaction_keeps_passage_features:
+                features = torch.cat([features, passage], dim=-1)
+            start, end = self.qa_outputs(features).unbind(dim=-1)
+        elif self.question_pooling is not None:
+            summary = self._question_summary(self.dropout(body.question_states), body.question_mask, body.background)
+            start = (passage * self.start_bilinear(summary)[:, None, :]).sum(dim=-1)
+            end = (passage * self.end_bilinear(summary)[:, None, :]).sum(dim=-1)
+        else:
+            start, end = self.qa_outputs(passage).unbind(dim=-1)
+        answerable = _answerable_positions(input_ids, attention_mask, token_type_ids)
+        start_logits = _to_packed_positions(start, body.passage_positions, answerable)
+        end_logits = _to_packed_positions(end, body.passage_positions, answerable)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = _span_loss(start_logits, end_logits, start_positions, end_positions)
+        return ForceReaderQuestionAnsweringOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            question_to_passage_attentions=body.question_to_passage_attentions,
+            passage_to_question_attentions=body.passage_to_question_attentions,
+        )
+
+    def _question_summary(
+        self, question: torch.Tensor, question_mask: torch.BoolTensor, background: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Attention-pooled question vector; h_QCP is added when the attention is not already conditioned on it."""
+        weights = self.question_pooling(question).squeeze(-1)
+        weights = weights.masked_fill(~question_mask, torch.finfo(weights.dtype).min).softmax(dim=-1)
+        summary = torch.bmm(weights[:, None, :], question).squeeze(1)
+        if background is not None and not self.config.conditional_background_attention:
+            summary = summary + background
+        return summary
+
+
+def _answerable_positions(
+    input_ids: torch.LongTensor, attention_mask: torch.Tensor, token_type_ids: torch.LongTensor | None
+) -> torch.BoolTensor:
+    """Packed positions that may start or end an answer: the passage tokens (not its closing separator) and the
+    [CLS] at position 0, which stands for "no answer"."""
+    if token_type_ids is None:
+        raise ValueError("token_type_ids are needed to tell the passage from the question (0 = question, 1 = passage).")
+    valid = attention_mask.bool()
+    last_real = valid.long().cumsum(dim=1).argmax(dim=1, keepdim=True)  # the closing [SEP]
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
+    answerable = valid & (token_type_ids == 1) & (positions != last_real)
+    answerable[:, 0] = True
+    return answerable
+
+
+def _to_packed_positions(
+    logits: torch.Tensor, positions: torch.LongTensor, answerable: torch.BoolTensor
+) -> torch.Tensor:
+    """Scatter per-position logits of the passage sequence into the packed layout; other positions are masked."""
+    batch_size, length = answerable.shape
+    # A spare last column takes the padding positions, so that they overwrite nothing.
+    packed = logits.new_full((batch_size, length + 1), MASKED_LOGIT)
+    packed.scatter_(1, positions.masked_fill(positions < 0, length), logits)
+    return packed[:, :length].masked_fill(~answerable, MASKED_LOGIT)
+
+
+def _span_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
+) -> torch.Tensor:
+    """Eq. 7: -(log P_start + log P_end), averaged over the batch. Positions outside the input are ignored, as in
+    `BertForQuestionAnswering`."""
+    ignored = start_logits.shape[1]
+    start_positions = start_positions.view(-1).clamp(0, ignored)
+    end_positions = end_positions.view(-1).clamp(0, ignored)
+    start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored)
+    end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored)
+    return start_loss + end_loss
+
+
+__all__ = [
+    "MASKED_LOGIT",
+    "ForceReaderForQuestionAnswering",
+    "ForceReaderModel",
+    "ForceReaderModelOutput",
+    "ForceReaderPreTrainedModel",
+    "ForceReaderQuestionAnsweringOutput",
+    "split_packed_input",
+]

@@ -1,0 +1,263 @@
+"""ForceReader: the packed-input split, every rung of the ablation ladder, the equations of sections 3.2-3.4 against
+independent per-token references, masking, BERT equivalence of the joint baseline, saving and portable loading."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import saved_source
+from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from transformers import AutoModel, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering
+
+import hf_entity_models.models.forcereader.modeling_forcereader as modeling_forcereader
+from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
+from hf_entity_models.models.forcereader import MASKED_LOGIT, PRESETS, split_packed_input
+
+ENCODER = BertConfig(
+    vocab_size=120, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+)
+CLS, SEP, PAD = 101, 102, 0
+# Row 0: [CLS] q q q [SEP] p p p [SEP] pad; row 1: [CLS] q [SEP] p p [SEP] pad pad pad pad.
+INPUT_IDS = torch.tensor([[CLS, 5, 6, 7, SEP, 20, 21, 22, SEP, PAD], [CLS, 8, SEP, 30, 31, SEP, PAD, PAD, PAD, PAD]])
+TOKEN_TYPES = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]])
+MASK = (INPUT_IDS != PAD).long()
+# Positions that may start or end an answer: [CLS] (no answer) and the passage tokens, not the closing [SEP].
+ANSWERABLE = [[0, 5, 6, 7], [0, 3, 4]]
+
+
+def reader(preset: str, seed: int = 0, **overrides) -> ForceReaderForQuestionAnswering:
+    torch.manual_seed(seed)
+    config = ForceReaderConfig.from_preset(
+        preset, encoder_config=ENCODER, interaction_channels=4, interaction_kernel_sizes=[3, 5], classifier_dropout=0.0,
+        **overrides,
+    )
+    model = ForceReaderForQuestionAnswering(config).eval()
+    with torch.no_grad():  # weights large enough that attention and convolutions are far from uniform
+        for name, parameter in model.named_parameters():
+            if not name.startswith("forcereader.encoder"):
+                parameter.normal_(0.0, 0.5)
+    return model
+
+
+def packed(**extra):
+    return dict(input_ids=INPUT_IDS, token_type_ids=TOKEN_TYPES, attention_mask=MASK, **extra)
+
+
+def test_the_packed_input_splits_into_question_and_passage_sequences():
+    sequences = split_packed_input(INPUT_IDS, TOKEN_TYPES, MASK)
+    assert sequences.question_ids.tolist() == [[CLS, 5, 6, 7, SEP], [CLS, 8, SEP, 0, 0]]
+    assert sequences.question_mask.tolist() == [[True] * 5, [True] * 3 + [False] * 2]
+    assert sequences.passage_ids[0].tolist() == [CLS, 20, 21, 22, SEP]
+    assert sequences.passage_ids[1].tolist() == [CLS, 30, 31, SEP, 0]
+    assert sequences.passage_mask.tolist() == [[True] * 5, [True] * 4 + [False]]
+    assert sequences.passage_positions.tolist() == [[0, 5, 6, 7, 8], [0, 3, 4, 5, -1]]
+
+
+def test_a_row_without_a_passage_segment_is_refused():
+    with pytest.raises(ValueError, match="passage segment"):
+        split_packed_input(INPUT_IDS, torch.zeros_like(TOKEN_TYPES), MASK)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_rung_masks_all_but_the_passage_and_cls_and_trains(preset):
+    model = reader(preset).train()
+    out = model(**packed(start_positions=torch.tensor([5, 3]), end_positions=torch.tensor([6, 4])))
+    for row, allowed in enumerate(ANSWERABLE):
+        unmasked = (out.start_logits[row] != MASKED_LOGIT).nonzero().flatten().tolist()
+        assert unmasked == allowed
+        assert ((out.end_logits[row] != MASKED_LOGIT).nonzero().flatten().tolist()) == allowed
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+    encoder_grad = sum(p.grad.abs().sum() for p in model.forcereader.encoder.parameters() if p.grad is not None)
+    assert encoder_grad > 0, "the encoder is fine-tuned"
+    new_layers = [(n, p) for n, p in model.named_parameters() if not n.startswith("forcereader.encoder")]
+    assert new_layers and all(p.grad is not None and p.grad.abs().sum() > 0 for n, p in new_layers), preset
+
+
+def test_the_loss_is_the_sum_of_start_and_end_cross_entropies():
+    model = reader("forcereader")
+    starts, ends = torch.tensor([5, 3]), torch.tensor([7, 4])
+    out = model(**packed(start_positions=starts, end_positions=ends))
+    expected = -(out.start_logits.log_softmax(-1)[[0, 1], starts].mean() + out.end_logits.log_softmax(-1)[[0, 1], ends].mean())
+    torch.testing.assert_close(out.loss, expected)
+
+
+def test_the_joint_baseline_is_bert_for_question_answering_on_the_answerable_positions():
+    model = reader("joint-bert")
+    bert = BertForQuestionAnswering(ENCODER).eval()
+    bert.bert.load_state_dict(model.forcereader.encoder.state_dict(), strict=False)
+    bert.qa_outputs.load_state_dict(model.qa_outputs.state_dict())
+    with torch.no_grad():
+        ours, reference = model(**packed()), bert(**packed())
+    for row, allowed in enumerate(ANSWERABLE):
+        torch.testing.assert_close(ours.start_logits[row, allowed], reference.start_logits[row, allowed])
+        torch.testing.assert_close(ours.end_logits[row, allowed], reference.end_logits[row, allowed])
+
+
+def _separate_states(model, row: int):
+    """Reference: the encoder run by hand on the question and the passage of one row, without padding."""
+    encoder = model.forcereader.encoder
+    ids = INPUT_IDS[row][MASK[row].bool()]
+    types = TOKEN_TYPES[row][MASK[row].bool()]
+    question_ids = ids[types == 0]
+    passage_ids = torch.cat([ids[:1], ids[types == 1]])
+    with torch.no_grad():
+        question = encoder(input_ids=question_ids[None]).last_hidden_state[0].double()
+        passage = encoder(input_ids=passage_ids[None]).last_hidden_state[0].double()
+        joint = encoder(input_ids=ids[None], token_type_ids=types[None]).last_hidden_state[0, 0].double()
+    return question, passage, joint
+
+
+def _mode_reference(queries, keys, background, scale: float):
+    """Eqs. 2-3 token by token: alpha_ij = softmax_j((k_j + h_QCP) . q_i); q_i + sum_j alpha_ij k_j."""
+    out, attention = [], []
+    for query in queries:
+        scores = torch.stack([((key + background) if background is not None else key) @ query * scale for key in keys])
+        alpha = scores.softmax(0)
+        attention.append(alpha)
+        out.append(query + sum(a * key for a, key in zip(alpha, keys)))
+    return torch.stack(out), torch.stack(attention)
+
+
+@pytest.mark.parametrize("preset, scale", [("multi-mode-reader", False), ("cond-attention-reader", False),
+                                           ("cond-attention-reader", True)])
+def test_reading_modes_follow_equations_2_and_3(preset, scale):
+    model = reader(preset, scale_mode_attention=scale).double()
+    with torch.no_grad():
+        body = model.forcereader(**packed())
+    for row in range(2):
+        question, passage, joint = _separate_states(model, row)
+        background = joint if model.config.conditional_background_attention else None
+        factor = ENCODER.hidden_size**-0.5 if scale else 1.0
+        q_read, q2p = _mode_reference(question, passage, background, factor)
+        p_read, p2q = _mode_reference(passage, question, background, factor)
+        nq, np_ = len(question), len(passage)
+        torch.testing.assert_close(body.question_states[row, :nq], q_read)
+        torch.testing.assert_close(body.passage_states[row, :np_], p_read)
+        torch.testing.assert_close(body.question_to_passage_attentions[row, :nq, :np_], q2p)
+        torch.testing.assert_close(body.passage_to_question_attentions[row, :np_, :nq], p2q)
+        torch.testing.assert_close(body.background[row], joint)
+        assert body.question_to_passage_attentions[row, :nq, np_:].abs().sum() == 0, "no attention on padding"
+        assert body.passage_to_question_attentions[row, :np_, nq:].abs().sum() == 0
+
+
+def test_the_interaction_tensor_is_cosine_and_mean_l1_of_every_token_pair():
+    model = reader("forcereader").double()
+    passage, question = torch.randn(1, 4, 16, dtype=torch.double), torch.randn(1, 3, 16, dtype=torch.double)
+    captured = {}
+    first = model.interaction.layers[0]["depthwise"]
+    first.register_forward_hook(lambda module, inputs, output: captured.setdefault("S", inputs[0]))
+    with torch.no_grad():
+        model.interaction(passage, question, torch.ones(1, 4, dtype=torch.bool), torch.ones(1, 3, dtype=torch.bool))
+    for i in range(4):
+        for j in range(3):
+            p, q = passage[0, i], question[0, j]
+            assert captured["S"][0, 0, i, j].item() == pytest.approx((p @ q / (p.norm() * q.norm())).item(), abs=1e-12)
+            assert captured["S"][0, 1, i, j].item() == pytest.approx((p - q).abs().mean().item(), abs=1e-12)
+
+
+def test_interactive_reasoning_max_pools_over_the_real_question_tokens_only():
+    model = reader("forcereader").double()
+    passage, question = torch.randn(1, 4, 16, dtype=torch.double), torch.randn(1, 3, 16, dtype=torch.double)
+    with torch.no_grad():
+        short = model.interaction(passage, question[:, :2], torch.ones(1, 4, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool))
+        padded = model.interaction(passage, question, torch.ones(1, 4, dtype=torch.bool), torch.tensor([[True, True, False]]))
+    torch.testing.assert_close(short, padded)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_logits_do_not_depend_on_padding_or_on_the_other_rows(preset):
+    model = reader(preset)
+    with torch.no_grad():
+        batch = model(**packed())
+        for row, allowed in enumerate(ANSWERABLE):
+            length = int(MASK[row].sum())
+            alone = model(input_ids=INPUT_IDS[row : row + 1, :length], token_type_ids=TOKEN_TYPES[row : row + 1, :length],
+                          attention_mask=MASK[row : row + 1, :length])
+            torch.testing.assert_close(alone.start_logits[0, allowed], batch.start_logits[row, allowed], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(alone.end_logits[0, allowed], batch.end_logits[row, allowed], rtol=1e-4, atol=1e-5)
+
+
+def test_the_presets_are_the_papers_ladder():
+    rungs = [ForceReaderConfig.from_preset(name, encoder_config=ENCODER) for name in
+             ("joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader")]
+    assert [c.separate_encoding for c in rungs] == [False, True, True, True, True]
+    assert [bool(c.reading_modes) for c in rungs] == [False, False, True, True, True]
+    assert [c.conditional_background_attention for c in rungs] == [False, False, False, True, True]
+    assert [c.interactive_reasoning for c in rungs] == [False, False, False, False, True]
+    assert [c.preset for c in rungs] == ["joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader",
+                                          "forcereader"]
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(separate_encoding=False, reading_modes=["q2p"], conditional_background_attention=False), "separate_encoding"),
+        (dict(reading_modes=["q2p", "p2q"]), "add 'qcp'"),
+        (dict(reading_modes=["q2p", "x2y"]), "unknown"),
+        (dict(interaction_kernel_sizes=[4]), "odd"),
+        (dict(classifier_dropout=1.0), "classifier_dropout"),
+    ],
+)
+def test_bad_configs_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ForceReaderConfig(encoder_config=ENCODER, **fields)
+
+
+def test_an_unknown_preset_names_the_known_ones():
+    with pytest.raises(ValueError, match="forcereader"):
+        ForceReaderConfig.from_preset("bert-large")
+
+
+def test_missing_token_type_ids_are_refused_with_a_fix():
+    with pytest.raises(ValueError, match="return_token_type_ids"):
+        reader("forcereader")(input_ids=INPUT_IDS, attention_mask=MASK)
+
+
+def test_save_and_load_through_the_auto_classes_gives_the_same_logits(tmp_path):
+    model = reader("forcereader")
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path).eval()
+    assert type(loaded) is ForceReaderForQuestionAnswering and loaded.config.preset == "forcereader"
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**packed()).start_logits, model(**packed()).start_logits)
+    assert type(AutoModel.from_pretrained(tmp_path)) is ForceReaderModel
+    card = (tmp_path / "README.md").read_text()
+    assert "pipeline_tag: question-answering" in card and "This checkpoint is **ForceReader**" in card
+
+
+def test_a_missing_weight_loads_finite(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    reader("forcereader").save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    weights = {name: tensor for name, tensor in weights.items() if not name.startswith("interaction.layers.0")}
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = ForceReaderForQuestionAnswering.from_pretrained(tmp_path)
+    assert all(torch.isfinite(p).all() for p in loaded.interaction.parameters())
+
+
+REMOTE_QA = NO_PACKAGE_PRELUDE + r'''
+import json, torch
+from transformers import AutoModelForQuestionAnswering
+folder, inputs = sys.argv[1], json.loads(sys.argv[2])
+model = AutoModelForQuestionAnswering.from_pretrained(folder, trust_remote_code=True).eval()
+with torch.no_grad():
+    out = model(**{key: torch.tensor(value) for key, value in inputs.items()})
+print("RESULT " + json.dumps({"class": type(model).__name__, "start_logits": out.start_logits.tolist()}))
+'''
+
+
+def test_a_saved_reader_loads_without_the_package(tmp_path):
+    model = reader("forcereader")
+    folder = tmp_path / "reader"
+    model.save_pretrained(folder)
+    for name in ("modeling_forcereader.py", "configuration_forcereader.py", "card_forcereader.py"):
+        assert (folder / name).read_text() == saved_source(modeling_forcereader.__file__.replace("modeling_forcereader.py", name))
+    inputs = {key: value.tolist() for key, value in packed().items()}
+    remote = run_python(REMOTE_QA, str(folder), json.dumps(inputs), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
+    assert remote["class"] == "ForceReaderForQuestionAnswering"
+    with torch.no_grad():
+        torch.testing.assert_close(torch.tensor(remote["start_logits"]), model(**packed()).start_logits)
