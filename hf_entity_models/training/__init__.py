@@ -1,5 +1,6 @@
-"""Training helpers: Trainer callbacks."""
+"""Training helpers: Trainer callbacks and optimizers."""
 
 from .callbacks import EpochTimerCallback, GumbelTemperatureCallback
+from .optimizers import two_rate_adamw
 
-__all__ = ["EpochTimerCallback", "GumbelTemperatureCallback"]
+__all__ = ["EpochTimerCallback", "GumbelTemperatureCallback", "two_rate_adamw"]
