@@ -180,7 +180,7 @@ def test_answer_offsets_round_trip_on_random_non_ascii_contexts(pipe):
 
 
 def test_single_window_score_is_the_probability_of_the_old_pipeline(pipe, tokenizer):
-    answer = pipe(question=QUESTION, context=CONTEXT)
+    answer = pipe(question=QUESTION, context=CONTEXT, align_to_words=False)
     encoding = tokenizer(QUESTION, CONTEXT, return_tensors="pt")
     with torch.no_grad():
         outputs = pipe.model(**encoding)
@@ -224,11 +224,24 @@ def test_a_context_of_100k_characters_is_read_to_the_end(tokenizer, where):
 
 def test_the_real_model_reads_100k_characters(pipe):
     context = random_context(random.Random(3), 25_000)[:100_000]
-    windows = list(pipe.preprocess({"question": QUESTION, "context": context}))
+    windows = list(pipe.preprocess({"question": QUESTION, "context": context}, align_to_words=False))
     read = {offset for window in windows for offset in window["window"].offsets if offset is not None}
     everything = pipe.tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     assert len(windows) > 50 and read == set(map(tuple, everything))  # every token of the context is read
     assert_round_trips(context, pipe(question=QUESTION, context=context, top_k=2))
+
+
+def test_answers_are_whole_words_unless_asked_otherwise(tokenizer):
+    context = "Zoë met Maggie Telford in Paris."
+    assert tokenizer.tokenize("Telford") == ["tel", "##ford"]
+    qa = peaked_pipe(tokenizer, "##ford", "paris")
+    assert qa(question="Who?", context=context)["answer"] == "Telford in Paris"
+    token_span = qa(question="Who?", context=context, align_to_words=False)
+    assert token_span["answer"] == "ford in Paris" and token_span["start"] == context.index("ford")
+    answers = qa(question="Who?", context=context, top_k=5)  # distinct whole-word answers, no piece twice
+    assert len({(a["start"], a["end"]) for a in answers}) == 5
+    for answer in answers:
+        assert answer["start"] in {0, 4, 8, 15, 23, 26, 31} and answer["end"] in {3, 7, 14, 22, 25, 31, 32}
 
 
 def test_max_answer_len(tokenizer):

@@ -80,6 +80,9 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         doc_stride: Tokens shared by consecutive windows (default: 128, less when the question leaves less room).
         handle_impossible_answer: Allow the null answer (default False).
         null_score_diff_threshold: See above.
+        align_to_words: Widen answers to whole words (default True, as the old pipeline): a span that starts or ends
+            inside a word (``"##ford"``) answers the whole word (``"Telford"``). With False the answer is the exact
+            token span, as in the SQuAD post-processing.
 
     Raises:
         ValueError: An empty question or context, a question that leaves no room for the context in ``max_seq_len``,
@@ -141,11 +144,14 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         doc_stride: int | None = None,
         handle_impossible_answer: bool | None = None,
         null_score_diff_threshold: float | None = None,
+        align_to_words: bool | None = None,
         **kwargs: Any,
     ):
         if kwargs:
             raise TypeError(f"Unknown arguments for the question-answering pipeline: {sorted(kwargs)}.")
         preprocess_parameters: dict[str, Any] = {}
+        if align_to_words is not None:
+            preprocess_parameters["align_to_words"] = bool(align_to_words)
         if max_seq_len is not None:
             preprocess_parameters["max_seq_len"] = _positive_int(max_seq_len, "max_seq_len")
         if doc_stride is not None:
@@ -165,7 +171,13 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         return preprocess_parameters, {}, postprocess_parameters
 
     # ------------------------------------------------------------------------------------------------ preprocess
-    def preprocess(self, inputs: Any, max_seq_len: int | None = None, doc_stride: int | None = None):
+    def preprocess(
+        self,
+        inputs: Any,
+        max_seq_len: int | None = None,
+        doc_stride: int | None = None,
+        align_to_words: bool = True,
+    ):
         checked = _checked_input(inputs)
         question, context = checked["question"], checked["context"]
         # Leading spaces of questions (frequent in SQuAD) only cost window room; the SQuAD features strip them too.
@@ -216,6 +228,11 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             ]
             for window in range(windows)
         ]
+        if align_to_words:
+            window_offsets = [
+                _word_offsets(encoding, window, offsets, context_sequence)
+                for window, offsets in enumerate(window_offsets)
+            ]
         if not any(offset is not None and offset[1] > offset[0] for offsets in window_offsets for offset in offsets):
             raise ValueError(
                 f"The context {context[:50]!r} has no token the tokenizer keeps (only spaces or ignored characters); "
@@ -352,6 +369,23 @@ def _checked_input(item: Any, index: int | None = None) -> dict[str, str]:
         if not value.strip():
             raise ValueError(f"The {key}{where} is empty; pass a non-empty string.")
     return {"question": item["question"], "context": item["context"]}
+
+
+def _word_offsets(encoding: Any, window: int, offsets: list, context_sequence: int) -> list:
+    """Every context token's offsets widened to its whole word (as the tokenizer's pre-tokenizer splits words), so
+    that answers never start or end inside a word; tokens without a word keep their own offsets."""
+    word_ids = encoding.word_ids(window)
+    word_spans: dict[int, tuple[int, int]] = {}
+    aligned = []
+    for offset, word in zip(offsets, word_ids):
+        if offset is None or word is None:
+            aligned.append(offset)
+            continue
+        if word not in word_spans:
+            span = encoding.word_to_chars(window, word, sequence_index=context_sequence)
+            word_spans[word] = (span.start, span.end) if span is not None else offset
+        aligned.append(word_spans[word])
+    return aligned
 
 
 def _positive_int(value: Any, name: str, minimum: int = 1) -> int:

@@ -172,7 +172,8 @@ def rank_answer_spans(
         end_logits: The same for the end logits.
         offsets: Per window, per token, the ``(start, end)`` character span of a context token in ``context``, or
             ``None`` for every other token (question, special tokens, padding). Tokens with an empty span never
-            start or end an answer.
+            start or end an answer. A span runs from its first token's start to its last token's end, so giving
+            every token the span of its whole word aligns the answers to words.
         context: The text the offsets index (the original context, not a stripped or normalised copy).
         null_indices: Per window, the position of the null token (``[CLS]``), or ``None`` when it has none;
             default: position 0 of every window.
@@ -235,7 +236,9 @@ def rank_answer_spans(
     start_log_normaliser = float(torch.logsumexp(start[normaliser_mask], dim=0)) if normaliser_mask.any() else 0.0
     end_log_normaliser = float(torch.logsumexp(end[normaliser_mask], dim=0)) if normaliser_mask.any() else 0.0
 
-    starts, ends, scores = top_spans(start, end, mask, max_answer_length, n_best_size)
+    # More candidates per window than answers: several token spans can give one character span (a span found again
+    # in an overlapping window, or offsets widened to whole words), and each character span counts once.
+    starts, ends, scores = top_spans(start, end, mask, max_answer_length, 4 * n_best_size + 16)
     flat_scores = scores.reshape(-1)
     order = torch.argsort(flat_scores, descending=True, stable=True).tolist()
     flat_scores = flat_scores.tolist()
