@@ -15,7 +15,7 @@ def two_rate_adamw(
 
     ForceReader's recipe (section 4.3): 3e-5 for BERT, 1e-4 for the new layers, L2 regularisation with
     lambda = 1e-4 on all parameters (Eq. 8), warm-up. AdamW's decoupled weight decay stands in for the L2 term; give
-    the warm-up to the Trainer (`TrainingArguments(warmup_ratio=...)`), which schedules both groups: pass the
+    the warm-up to the Trainer (`TrainingArguments(warmup_steps=...)`), which schedules both groups: pass the
     optimizer as `Trainer(..., optimizers=(optimizer, None))`.
 
     Args:

@@ -82,6 +82,9 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             paper classifies on the interaction features alone (3.5); this is an extension, off by default.
         scale_mode_attention (`bool`, *optional*, defaults to `False`):
             Divide the Q2P / P2Q attention scores by sqrt(hidden size). The paper's Eq. 2 and 3 do not scale.
+        null_score_diff_threshold (`float`, *optional*, defaults to 0.0):
+            SQuAD 2.0: answer "no answer" when the [CLS] score minus the best span score exceeds it. Tune it on
+            validation data (`train_on_squad` stores the best one); the question-answering pipeline reads it.
         classifier_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the states the new layers read.
         initializer_range (`float`, *optional*, defaults to 0.02):
@@ -116,6 +119,7 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
     interaction_keeps_passage_features: bool = False
     scale_mode_attention: bool = False
+    null_score_diff_threshold: float | int = 0.0
     classifier_dropout: float | int = 0.1
     initializer_range: float = 0.02
     evaluation_results: list[dict] | None = None

