@@ -38,7 +38,13 @@ def test_readme_user_stories_run(tmp_path, shared_data):
         )
         assert process.returncode == 0, process.stderr[-4000:]
         pushed = hub.files("your-name/petra-gap")
+        pushed_reader = hub.files("your-name/forcereader-squad")
     assert "validation F1" in process.stdout
     assert (workdir / "memory.png").stat().st_size > 1000
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json"} <= set(pushed)
     assert pushed["model.safetensors"] == (workdir / "petra-gap" / "model.safetensors").read_bytes()
+    assert "SQuAD validation EM" in process.stdout
+    assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
+            "pipeline.py", "postprocess.py"} <= set(pushed_reader)
+    assert sorted(path.name for path in (workdir / "attention").iterdir()) == [
+        "figure_1.png", "figure_3.png", "figure_4.png", "figure_5.png"]
