@@ -343,14 +343,15 @@ def test_bad_input_forms(pipe):
         pipe(question=QUESTION, context="\u200b\u200b")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_model_on_cuda_answers_like_on_cpu(pipe, model_folder):
-    on_gpu = pipeline("question-answering", model=str(model_folder), device=0)
-    model_on_gpu = BertForQuestionAnswering.from_pretrained(model_folder).to("cuda")
-    on_model_device = pipeline("question-answering", model=model_on_gpu, tokenizer=pipe.tokenizer)
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_every_device_of_the_machine_answers_alike(pipe, model_folder, device):
+    on_device = pipeline("question-answering", model=str(model_folder), device=device)
+    model_on_device = BertForQuestionAnswering.from_pretrained(model_folder).to(device)
+    on_model_device = pipeline("question-answering", model=model_on_device, tokenizer=pipe.tokenizer)
+    assert on_device.model.device.type == on_model_device.model.device.type == device
     inputs = [{"question": QUESTION, "context": CONTEXT * k} for k in (1, 5, 12)]
     expected = pipe(inputs, top_k=2, max_seq_len=48, doc_stride=16)
-    for qa in (on_gpu, on_model_device):
+    for qa in (on_device, on_model_device):
         for batch_size in (1, 3):
             got = qa(inputs, top_k=2, max_seq_len=48, doc_stride=16, batch_size=batch_size)
             assert [[(a["answer"], a["start"]) for a in answers] for answers in got] == [
