@@ -471,6 +471,24 @@ def hub_model_id(name_or_path: str | None) -> str | None:
     return name_or_path
 
 
+def encoder_summary(encoder_config: PreTrainedConfig) -> str:
+    """How a card names a model's pretrained encoder: a Hub link when it came from the Hub, its size.
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> encoder_summary(BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2))
+    '`bert`, 2 layers, hidden size 32'
+
+    ```
+    """
+    encoder_id = hub_model_id(getattr(encoder_config, "name_or_path", None))
+    name = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder_config.model_type}`"
+    layers = getattr(encoder_config, "num_hidden_layers", "?")
+    return f"{name}, {layers} layers, hidden size {getattr(encoder_config, 'hidden_size', '?')}"
+
+
 def _checkpoint_problem(error: Exception, location: str, overrides: dict[str, Any]) -> str | None:
     """What is wrong with a checkpoint, from the error its loading raised; None for any other error."""
     weights = _weights_description(location)

@@ -5,7 +5,7 @@ The rest of the card (Hub metadata, data, results, loading without the package) 
 `entity_hub.py`, from `FORCEREADER_MODEL_CARD`. Shipped next to the weights with the other code files.
 """
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, encoder_summary
 
 from .configuration_forcereader import ForceReaderConfig
 
@@ -43,12 +43,8 @@ def _overview(config: ForceReaderConfig, class_name: str) -> str:
 
 
 def _config_rows(config: ForceReaderConfig, class_name: str) -> list[tuple[str, str]]:
-    encoder = config.encoder_config
-    encoder_id = hub_model_id(getattr(encoder, "name_or_path", None))
-    encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
     return [
-        ("Encoder", f"{encoder_text}, {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
-                    f"{getattr(encoder, 'hidden_size', '?')}, fine-tuned"),
+        ("Encoder", f"{encoder_summary(config.encoder_config)}, fine-tuned"),
         ("Ladder rung", f"`{config.preset}`" if config.preset else "custom"),
         ("Separate encoding", str(config.separate_encoding)),
         ("Reading modes", ", ".join(config.reading_modes) or "none"),

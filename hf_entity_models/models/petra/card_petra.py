@@ -6,7 +6,7 @@ shared `entity_hub.py`, from `PETRA_MODEL_CARD`. Shipped next to the weights wit
 
 from transformers import PreTrainedModel
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, encoder_summary
 
 from .configuration_petra import PetraConfig
 
@@ -42,12 +42,9 @@ def _overview(config: PetraConfig, class_name: str) -> str:
 
 
 def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
-    encoder = config.encoder_config
-    encoder_id = hub_model_id(getattr(encoder, "name_or_path", None))
-    encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
+    frozen = "frozen" if config.freeze_encoder else "fine-tuned"
     return [
-        ("Encoder", f"{encoder_text}, {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
-                    f"{getattr(encoder, 'hidden_size', '?')}, {'frozen' if config.freeze_encoder else 'fine-tuned'}"),
+        ("Encoder", f"{encoder_summary(config.encoder_config)}, {frozen}"),
         ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
         ("GRU / memory cell size", str(config.hidden_size)),
         ("Memory cells", str(config.num_memory_cells)),

@@ -7,7 +7,7 @@ shared `entity_hub.py`, from `REFREADER_MODEL_CARD`. Shipped next to the weights
 
 from transformers import PreTrainedModel
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+from hf_entity_models.models._shared.entity_hub import ModelCardSpec, encoder_summary
 
 from .configuration_refreader import RefReaderConfig
 
@@ -55,12 +55,9 @@ def _overview(config: RefReaderConfig, class_name: str) -> str:
 
 def _config_rows(config: RefReaderConfig, class_name: str) -> list[tuple[str, str]]:
     if config.uses_encoder:
-        encoder = config.encoder_config
-        encoder_id = hub_model_id(getattr(encoder, "name_or_path", None))
-        encoder_text = f"[`{encoder_id}`](https://huggingface.co/{encoder_id})" if encoder_id else f"`{encoder.model_type}`"
+        name, size = encoder_summary(config.encoder_config).split(", ", 1)
         inputs = [
-            ("Inputs", f"{encoder_text} (frozen), {getattr(encoder, 'num_hidden_layers', '?')} layers, hidden size "
-                       f"{getattr(encoder, 'hidden_size', '?')}"),
+            ("Inputs", f"{name} (frozen), {size}"),
             ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
         ]
     else:
