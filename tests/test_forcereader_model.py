@@ -5,7 +5,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import saved_source
 from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
 from transformers import AutoModel, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering
