@@ -6,6 +6,7 @@ Importing the package registers every config and model with the transformers Aut
 from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
 from .models._shared.entity_hub import CheckpointError
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
+from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 
@@ -20,6 +21,9 @@ __all__ = [
     "ForceReaderConfig",
     "ForceReaderForQuestionAnswering",
     "ForceReaderModel",
+    "GPT2EConfig",
+    "GPT2EForCausalLM",
+    "GPT2EModel",
     "PetraConfig",
     "PetraForCoreference",
     "PetraModel",

@@ -17,6 +17,7 @@ from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAuto
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
+from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
 from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
 from .tasks.coreference.pipeline import CoreferencePipeline
@@ -62,6 +63,9 @@ def register_auto_classes() -> None:
     _register_base(ForceReaderConfig, ForceReaderModel)
     AutoModelForQuestionAnswering.register(ForceReaderConfig, ForceReaderForQuestionAnswering, exist_ok=True)
     ForceReaderForQuestionAnswering.register_for_auto_class("AutoModelForQuestionAnswering")
+    _register_base(GPT2EConfig, GPT2EModel)
+    AutoModelForCausalLM.register(GPT2EConfig, GPT2EForCausalLM, exist_ok=True)
+    GPT2EForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 
 
 def register_pipelines() -> None:

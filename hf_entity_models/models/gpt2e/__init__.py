@@ -1,0 +1,30 @@
+"""GPT2E: GPT-2 with Entity-Transformer blocks that attend to coreference entities (Stylianou and Vlahavas, 2021)."""
+
+from .configuration_gpt2e import ENTITY_ATTENTION_VALUES, GPT2EConfig
+from .modeling_gpt2e import (
+    NO_ENTITY,
+    DocumentEntityStore,
+    EntityTransformerBlock,
+    GPT2ECausalLMOutput,
+    GPT2EForCausalLM,
+    GPT2EModel,
+    GPT2EModelOutput,
+    GPT2EPreTrainedModel,
+    initial_entity_states,
+    update_entity_states,
+)
+
+__all__ = [
+    "ENTITY_ATTENTION_VALUES",
+    "NO_ENTITY",
+    "DocumentEntityStore",
+    "EntityTransformerBlock",
+    "GPT2ECausalLMOutput",
+    "GPT2EConfig",
+    "GPT2EForCausalLM",
+    "GPT2EModel",
+    "GPT2EModelOutput",
+    "GPT2EPreTrainedModel",
+    "initial_entity_states",
+    "update_entity_states",
+]

@@ -1,0 +1,739 @@
+"""GPT2E: GPT-2 with Entity-Transformer blocks (Stylianou and Vlahavas, 2021, "E.T.: Entity-Transformers").
+
+It imports only torch, transformers, files of its own folder and the shared model code
+(``hf_entity_models.models._shared``, copied next to the weights on save), so that a saved checkpoint loads with
+``trust_remote_code=True`` where this package is not installed.
+
+Every token carries an entity id (0 = not part of an entity mention). The entity states E hold one representation
+per entity of a document (row 0 is E_Ø, the no-entity representation); every representation starts as a vector of
+ones (3.2). Each Entity-Transformer block (3.1, Figure 1) is GPT-2's block — layer norm, masked self-attention,
+residual, layer norm, feed-forward, residual — followed by the entity attention: a masked multi-head attention whose
+keys are the entity representations of the tokens. After a forward pass the final hidden state of the last mention
+of every entity in the input replaces that entity's representation (3.2); ``forward`` takes and returns the entity
+states, as it does the key/value cache, so a document longer than one window carries its entities on.
+
+Choices where the paper is silent (its Figure 1 is not in the text we have), each documented in the model card:
+
+* The entity attention reads a layer norm of the block's output (pre-norm, like GPT-2's two sub-layers) and is added
+  back by a residual connection. Its output projection starts at zero, so a model loaded from GPT-2 weights (or
+  freshly initialised) computes exactly what GPT-2 computes until training moves it.
+* Keys: each position's entity representation through a learned projection (computed once per entity, then gathered
+  per token). Values: the token states (``entity_attention_values="hidden"``) or the entity representations
+  (``"entities"``). Queries: the token states. Masking: causal and padding, as self-attention.
+* The "final hidden representation" that replaces an entity's state is the model's last hidden state (after the final
+  layer norm, the vector the LM head reads), at the last token of the entity's last mention; it is detached: the
+  paper updates the store between steps, not through them.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.pytorch_utils import Conv1D
+from transformers.utils import ModelOutput, logging
+
+from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+
+from .card_gpt2e import GPT2E_MODEL_CARD
+from .configuration_gpt2e import GPT2EConfig
+
+logger = logging.get_logger(__name__)
+
+# The entity id of tokens that are not part of any entity mention (the paper's Ø).
+NO_ENTITY = 0
+
+
+@dataclass
+class GPT2EModelOutput(ModelOutput):
+    """Output of `GPT2EModel`.
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, n_embd)`):
+            Hidden states after the final layer norm.
+        past_key_values (`Cache`, *optional*):
+            The key/value cache (self-attention and entity attention of every block), when `use_cache=True`.
+        entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
+            The entity representations after this input: every entity mentioned in it now holds the last hidden
+            state of the last token of its last mention; the others are unchanged. Pass them with the next window.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*):
+            The embeddings and the output of every block, when `output_hidden_states=True`.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    past_key_values: Cache | None = None
+    entity_states: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class GPT2ECausalLMOutput(ModelOutput):
+    """Output of `GPT2EForCausalLM`.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*):
+            Mean next-token cross-entropy over the labels that are not -100, when `labels` are given.
+        logits (`torch.FloatTensor` of shape `(batch_size, sequence_length, vocab_size)`):
+            Next-token scores.
+        past_key_values (`Cache`, *optional*):
+            The key/value cache, when `use_cache=True`.
+        entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
+            The entity representations after this input (see `GPT2EModelOutput`).
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*):
+            The embeddings and the output of every block, when `output_hidden_states=True`.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    past_key_values: Cache | None = None
+    entity_states: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+
+def initial_entity_states(
+    batch_size: int, config: GPT2EConfig, device: torch.device | None = None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """The entity states of documents that have not been read yet: every representation a vector of ones (3.2).
+
+    Example:
+        >>> config = GPT2EConfig(n_layer=1, n_embd=8, n_head=2, vocab_size=10, max_entities=3)
+        >>> initial_entity_states(2, config).shape
+        torch.Size([2, 4, 8])
+    """
+    return torch.ones(batch_size, config.max_entities + 1, config.n_embd, device=device, dtype=dtype)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention on (batch, heads, length, head size) tensors; the mask is additive, or None for causal."""
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask[:, :, :, : key.shape[-2]]
+    elif query.shape[-2] > 1:
+        # No mask: the plain causal case (sdpa gets is_causal=True instead); queries are the last positions.
+        offset = key.shape[-2] - query.shape[-2]
+        future = torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool, device=query.device).triu(offset + 1)
+        scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2), weights
+
+
+def _attention_function(config: GPT2EConfig) -> Callable:
+    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
+
+
+class GPT2ESelfAttention(nn.Module):
+    """GPT-2's masked multi-head self-attention (same parameters, `c_attn` and `c_proj`, so GPT-2 weights load)."""
+
+    def __init__(self, config: GPT2EConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.n_head
+        self.head_dim = config.n_embd // config.n_head
+        self.layer_idx = layer_idx
+        self.is_causal = True
+        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights else 1.0
+        if config.scale_attn_by_inverse_layer_idx:
+            self.scaling /= float(layer_idx + 1)
+        self.c_attn = Conv1D(3 * config.n_embd, config.n_embd)
+        self.c_proj = Conv1D(config.n_embd, config.n_embd)
+        self.c_proj._projects_into_residual = True
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, past_key_values: Cache | None
+    ) -> torch.Tensor:
+        query, key, value = (
+            _split_heads(part, self.head_dim) for part in self.c_attn(hidden_states).split(self.config.n_embd, dim=2)
+        )
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, self.layer_idx)
+        output, _ = _attention_function(self.config)(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.config.attn_pdrop if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return self.resid_dropout(self.c_proj(_merge_heads(output)))
+
+
+class GPT2EEntityAttention(nn.Module):
+    """The entity attention of an Entity-Transformer block: masked multi-head attention whose keys are the entity
+    representations of the tokens (3.1).
+
+    Keys (and, with ``entity_attention_values="entities"``, values) are projected once per entity row of the entity
+    states and then gathered per token, so their cost does not grow with the sequence. The output projection
+    `c_proj` starts at zero (see the module docstring). Its key/value cache lives in cache layer
+    ``n_layer + layer_idx``.
+    """
+
+    def __init__(self, config: GPT2EConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.size = config.entity_attention_size
+        self.num_heads = config.n_head
+        self.head_dim = self.size // config.n_head
+        self.cache_idx = config.n_layer + layer_idx
+        self.is_causal = True
+        self.scaling = self.head_dim**-0.5
+        self.values_from_entities = config.entity_attention_values == "entities"
+        # Queries (and values, when they come from the token states) from the block's normalised output.
+        self.q_attn = Conv1D(self.size if self.values_from_entities else 2 * self.size, config.n_embd)
+        # Keys (and values, when they come from the entities) from the entity representations.
+        self.e_attn = Conv1D(2 * self.size if self.values_from_entities else self.size, config.n_embd)
+        self.c_proj = Conv1D(config.n_embd, self.size)
+        self.c_proj._starts_at_zero = True
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        entity_ids: torch.Tensor,
+        entity_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+    ) -> torch.Tensor:
+        token_part = self.q_attn(hidden_states)
+        entity_rows = self.e_attn(entity_states)  # (batch, max_entities + 1, size or 2 size)
+        per_token = entity_rows.gather(1, entity_ids.unsqueeze(-1).expand(-1, -1, entity_rows.shape[-1]))
+        if self.values_from_entities:
+            query = token_part
+            key, value = per_token.split(self.size, dim=2)
+        else:
+            query, value = token_part.split(self.size, dim=2)
+            key = per_token
+        query, key, value = (_split_heads(part, self.head_dim) for part in (query, key, value))
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, self.cache_idx)
+        output, _ = _attention_function(self.config)(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.config.attn_pdrop if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return self.resid_dropout(self.c_proj(_merge_heads(output)))
+
+
+class GPT2EMLP(nn.Module):
+    """GPT-2's position-wise feed-forward layer (same parameters, `c_fc` and `c_proj`)."""
+
+    def __init__(self, config: GPT2EConfig):
+        super().__init__()
+        inner = config.n_inner if config.n_inner is not None else 4 * config.n_embd
+        self.c_fc = Conv1D(inner, config.n_embd)
+        self.c_proj = Conv1D(config.n_embd, inner)
+        self.c_proj._projects_into_residual = True
+        self.act = ACT2FN[config.activation_function]
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(hidden_states))))
+
+
+class EntityTransformerBlock(nn.Module):
+    """An Entity-Transformer block (3.1, Figure 1): GPT-2's block, then the entity attention with a residual."""
+
+    def __init__(self, config: GPT2EConfig, layer_idx: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = GPT2ESelfAttention(config, layer_idx)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.mlp = GPT2EMLP(config)
+        self.ln_entity = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.entity_attn = GPT2EEntityAttention(config, layer_idx)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        entity_ids: torch.Tensor,
+        entity_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+    ) -> torch.Tensor:
+        hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask, past_key_values)
+        hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
+        entity_context = self.entity_attn(
+            self.ln_entity(hidden_states), entity_ids, entity_states, attention_mask, past_key_values
+        )
+        return hidden_states + entity_context
+
+
+class GPT2EPreTrainedModel(EntityHubMixin, PreTrainedModel):
+    config: GPT2EConfig
+    config_class = GPT2EConfig
+    _model_card_spec = GPT2E_MODEL_CARD
+    base_model_prefix = "transformer"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["EntityTransformerBlock"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_sdpa = True
+    # GPT-2 checkpoints of older transformers versions store the causal mask as a buffer.
+    _keys_to_ignore_on_load_unexpected = [r"attn\.bias$", r"attn\.masked_bias$"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # Decided per Conv1D (marked by the modules that own them): transformers initialises the modules of custom
+        # code that hold parameters themselves, not their parents.
+        super()._init_weights(module)
+        if isinstance(module, Conv1D):
+            std = self.config.initializer_range
+            if getattr(module, "_projects_into_residual", False):
+                # GPT-2's scaled initialisation of the projections into the residual stream (2 per block).
+                std = std / math.sqrt(2 * self.config.n_layer)
+            init.normal_(module.weight, mean=0.0, std=std)
+            init.zeros_(module.bias)
+            if getattr(module, "_starts_at_zero", False):
+                # The entity attention's output: it adds nothing until training moves it, so a model initialised
+                # from GPT-2 weights computes exactly what GPT-2 computes.
+                init.zeros_(module.weight)
+
+
+class GPT2EModel(GPT2EPreTrainedModel):
+    r"""
+    The GPT2E transformer: token and position embeddings, `n_layer` Entity-Transformer blocks, a final layer norm.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_entity_models import GPT2EConfig, GPT2EModel
+
+    >>> model = GPT2EModel(GPT2EConfig(n_layer=2, n_embd=32, n_head=2, vocab_size=100, max_entities=4)).eval()
+    >>> input_ids = torch.tensor([[5, 6, 7, 8]])
+    >>> entity_ids = torch.tensor([[1, 0, 1, 2]])
+    >>> output = model(input_ids, entity_ids=entity_ids)
+    >>> output.last_hidden_state.shape, output.entity_states.shape
+    (torch.Size([1, 4, 32]), torch.Size([1, 5, 32]))
+
+    ```
+    """
+
+    def __init__(self, config: GPT2EConfig):
+        super().__init__(config)
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList([EntityTransformerBlock(config, layer_idx) for layer_idx in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.wte
+
+    def set_input_embeddings(self, new_embeddings: nn.Embedding) -> None:
+        self.wte = new_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        entity_ids: torch.LongTensor | None = None,
+        entity_states: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> GPT2EModelOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Token ids (with a cache: only the tokens not yet in it).
+            entity_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                The entity of every token, 1..`max_entities`, or 0 (no entity). Defaults to all 0: the model then
+                computes GPT-2 plus an entity attention over the no-entity representation.
+            entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`, *optional*):
+                The entity representations before this input, e.g. `entity_states` of the previous window of the
+                same documents. Defaults to `initial_entity_states` (all ones).
+            attention_mask (`torch.Tensor` of shape `(batch_size, past + sequence_length)`, *optional*):
+                1 for real tokens, 0 for padding.
+            position_ids, past_key_values, inputs_embeds, use_cache, output_hidden_states, return_dict:
+                As in `GPT2Model`; only a `DynamicCache` is supported.
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        return_dict = return_dict if return_dict is not None else self.config.use_return_dict
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        inputs_embeds = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
+        batch_size, length = inputs_embeds.shape[:2]
+        entity_ids = self._checked_entity_ids(entity_ids, batch_size, length, inputs_embeds.device)
+        entity_states = self._checked_entity_states(entity_states, batch_size, inputs_embeds)
+        past_key_values = self._prepared_cache(past_key_values, use_cache)
+
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device).unsqueeze(0)
+        hidden_states = self.drop(inputs_embeds + self.wpe(position_ids))
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            position_ids=position_ids,
+        )
+
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        for block in self.h:
+            hidden_states = block(hidden_states, entity_ids, entity_states, causal_mask, past_key_values)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+        hidden_states = self.ln_f(hidden_states)
+        if output_hidden_states:  # GPT-2 reports the last block's output after the final layer norm
+            all_hidden_states = all_hidden_states[:-1] + (hidden_states,)
+
+        token_mask = _token_mask(attention_mask, batch_size, length, inputs_embeds.device)
+        new_entity_states = update_entity_states(entity_states, entity_ids, hidden_states.detach(), token_mask)
+        output = GPT2EModelOutput(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            entity_states=new_entity_states,
+            hidden_states=all_hidden_states,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _checked_entity_ids(
+        self, entity_ids: torch.Tensor | None, batch_size: int, length: int, device: torch.device
+    ) -> torch.Tensor:
+        if entity_ids is None:
+            return torch.full((batch_size, length), NO_ENTITY, dtype=torch.long, device=device)
+        if not isinstance(entity_ids, torch.Tensor) or entity_ids.dtype.is_floating_point or entity_ids.dtype == torch.bool:
+            raise TypeError("entity_ids must be an integer tensor (one entity id per token, 0 = no entity).")
+        if entity_ids.shape != (batch_size, length):
+            raise ValueError(
+                f"entity_ids has shape {tuple(entity_ids.shape)} but the input has {(batch_size, length)} tokens: give "
+                "exactly one entity id per token (0 for tokens outside every mention)."
+            )
+        if entity_ids.numel():
+            smallest, largest = int(entity_ids.min()), int(entity_ids.max())
+            if smallest < 0:
+                raise ValueError(f"entity_ids must be >= 0 (0 = no entity), got {smallest}.")
+            if largest > self.config.max_entities:
+                raise ValueError(
+                    f"entity id {largest} is beyond the entity store, which holds config.max_entities="
+                    f"{self.config.max_entities} entities per document; renumber the entities of each document "
+                    "from 1, or build the model with a larger max_entities."
+                )
+        return entity_ids.to(device=device, dtype=torch.long)
+
+    def _checked_entity_states(
+        self, entity_states: torch.Tensor | None, batch_size: int, inputs_embeds: torch.Tensor
+    ) -> torch.Tensor:
+        if entity_states is None:
+            return initial_entity_states(batch_size, self.config, inputs_embeds.device, inputs_embeds.dtype)
+        expected = (batch_size, self.config.max_entities + 1, self.config.n_embd)
+        if not isinstance(entity_states, torch.Tensor) or tuple(entity_states.shape) != expected:
+            shape = tuple(entity_states.shape) if isinstance(entity_states, torch.Tensor) else type(entity_states)
+            raise ValueError(
+                f"entity_states must have shape (batch, max_entities + 1, n_embd) = {expected}, got {shape}; pass the "
+                "entity_states returned for the previous window of the same documents, or None to start afresh."
+            )
+        return entity_states.to(device=inputs_embeds.device, dtype=inputs_embeds.dtype)
+
+    def _prepared_cache(self, past_key_values: Cache | None, use_cache: bool) -> Cache | None:
+        if not use_cache:
+            return None
+        if past_key_values is None:
+            return DynamicCache()  # grows one layer per index: self-attention 0..n-1, entity attention n..2n-1
+        if not isinstance(past_key_values, DynamicCache):
+            raise ValueError(
+                f"GPT2E supports a DynamicCache only, got {type(past_key_values).__name__} (e.g. generate with the "
+                "default cache_implementation)."
+            )
+        # A cache built from the config (as `generate` does) has one layer per block: add the entity attention's.
+        while len(past_key_values.layers) < 2 * self.config.n_layer:
+            past_key_values.layers.append(DynamicLayer())
+        return past_key_values
+
+
+class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
+    r"""
+    GPT2E with a language-modelling head tied to the token embeddings (Eq. 1: P(u) = softmax(h_n W_e^T)).
+
+    `from_pretrained` of a saved `GPT2LMHeadModel` (or `GPT2Model`) folder maps every GPT-2 weight; the entity
+    attention starts at zero, so the loaded model computes what GPT-2 computes until it is trained.
+
+    Training over consecutive windows: pass `document_ids` (and `window_index`) instead of `entity_states`; the model
+    keeps the entity states of every document in a store (one for training, one for evaluation; not saved with the
+    weights) and reads and updates them itself, so the stock `Trainer` trains with the paper's entity handling. The
+    store starts a document afresh (all ones) at its window 0.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
+
+    >>> config = GPT2EConfig(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64, max_entities=4)
+    >>> model = GPT2EForCausalLM(config).eval()
+    >>> input_ids, entity_ids = torch.tensor([[5, 6, 7, 8]]), torch.tensor([[1, 0, 1, 2]])
+    >>> first = model(input_ids, entity_ids=entity_ids, labels=input_ids)
+    >>> second = model(input_ids, entity_ids=entity_ids, entity_states=first.entity_states)
+    >>> generated = model.generate(input_ids, entity_ids=entity_ids, max_new_tokens=3, do_sample=False)
+    >>> generated.shape
+    torch.Size([1, 7])
+
+    ```
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
+
+    def __init__(self, config: GPT2EConfig):
+        super().__init__(config)
+        self.transformer = GPT2EModel(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.entity_stores = {"train": DocumentEntityStore(), "eval": DocumentEntityStore()}
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def reset_entity_stores(self) -> None:
+        """Forget the entity states of every document (training and evaluation stores)."""
+        for store in self.entity_stores.values():
+            store.clear()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        entity_ids: torch.LongTensor | None = None,
+        entity_states: torch.FloatTensor | None = None,
+        document_ids: torch.LongTensor | None = None,
+        window_index: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> GPT2ECausalLMOutput | tuple:
+        r"""
+        Args:
+            document_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Which document each row is a window of: the entity states are read from and written back to the
+                model's store (instead of `entity_states`). The rows of one batch must be different documents.
+            window_index (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Position of each window in its document; window 0 starts the document with fresh entity states.
+            labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Next-token targets, unshifted (the model shifts them), -100 where ignored.
+            logits_to_keep (`int`, *optional*, defaults to 0):
+                Compute logits for the last `logits_to_keep` positions only (0: all), as in GPT-2.
+            Other arguments: see `GPT2EModel.forward`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.use_return_dict
+        store = None
+        if document_ids is not None:
+            if entity_states is not None:
+                raise ValueError("Pass either entity_states or document_ids (the model's store), not both.")
+            reference = input_ids if input_ids is not None else inputs_embeds
+            store = self.entity_stores["train" if self.training else "eval"]
+            entity_states = store.read(document_ids, window_index, self.config, reference.device, self.dtype)
+        outputs = self.transformer(
+            input_ids,
+            entity_ids=entity_ids,
+            entity_states=entity_states,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        if store is not None:
+            store.write(document_ids, outputs.entity_states)
+        hidden_states = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden_states = hidden_states[:, -logits_to_keep:]
+        logits = self.lm_head(hidden_states)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        output = GPT2ECausalLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            entity_states=outputs.entity_states,
+            hidden_states=outputs.hidden_states,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        past_key_values: Cache | None = None,
+        entity_ids: torch.LongTensor | None = None,
+        entity_id_policy: Callable | None = None,
+        **kwargs,
+    ) -> dict:
+        """Give the model the entity ids of the tokens it reads in this step.
+
+        Tokens generated after the prompt carry the no-entity id 0 (`_update_model_kwargs_for_generation` extends
+        `entity_ids` with zeros), unless `generate(..., entity_id_policy=fn)` is given: `fn(input_ids, entity_ids)`
+        receives the tokens so far (the newest one last) and their entity ids (the newest one still 0) and returns
+        the newest token's entity id per row, a `(batch_size,)` integer tensor.
+        """
+        model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
+        if entity_ids is None:
+            entity_ids = torch.zeros_like(input_ids)
+        if entity_ids.shape != input_ids.shape:
+            raise ValueError(
+                f"entity_ids has shape {tuple(entity_ids.shape)} but the prompt has {tuple(input_ids.shape)} tokens: "
+                "give one entity id per prompt token."
+            )
+        generating = past_key_values is not None and past_key_values.get_seq_length() > 0
+        if entity_id_policy is not None and generating:
+            newest = torch.as_tensor(entity_id_policy(input_ids, entity_ids), device=entity_ids.device).long()
+            entity_ids[:, -1] = newest.view(-1)  # in place: the extended ids live in generate's model_kwargs
+        length = model_inputs["input_ids"].shape[1]
+        model_inputs["entity_ids"] = entity_ids[:, -length:]
+        return model_inputs
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+        model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
+        entity_ids = model_kwargs.get("entity_ids")
+        if entity_ids is not None:
+            model_kwargs["entity_ids"] = torch.cat([entity_ids, torch.zeros_like(entity_ids[:, :1])], dim=1)
+        return model_kwargs
+
+
+class DocumentEntityStore:
+    """The entity states of the documents being read, keyed by document id (the paper's persistent set of entities).
+
+    `read` gives the states of a batch of documents (fresh ones for a document seen for the first time or at its
+    window 0), `write` keeps the states a forward pass returned. States are kept detached, on the model's device.
+    """
+
+    def __init__(self):
+        self._states: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+    def read(
+        self,
+        document_ids: torch.Tensor,
+        window_index: torch.Tensor | None,
+        config: GPT2EConfig,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
+        ids = _document_id_list(document_ids)
+        starts = [False] * len(ids) if window_index is None else [int(index) == 0 for index in window_index.view(-1)]
+        if len(starts) != len(ids):
+            raise ValueError(f"window_index has {len(starts)} entries for {len(ids)} document_ids.")
+        fresh = initial_entity_states(1, config, device, dtype)[0]
+        rows = [fresh if start or key not in self._states else self._states[key] for key, start in zip(ids, starts)]
+        return torch.stack(rows).to(device=device, dtype=dtype)
+
+    def write(self, document_ids: torch.Tensor, entity_states: torch.Tensor) -> None:
+        for key, states in zip(_document_id_list(document_ids), entity_states.detach()):
+            self._states[key] = states
+
+
+def _document_id_list(document_ids: torch.Tensor) -> list[int]:
+    ids = [int(value) for value in torch.as_tensor(document_ids).view(-1)]
+    if len(set(ids)) != len(ids):
+        raise ValueError(
+            f"document_ids {ids} repeat a document within one batch: the entity states of a document are updated "
+            "once per step, so its windows must come in different batches (see order_windows_for_streams)."
+        )
+    return ids
+
+
+def update_entity_states(
+    entity_states: torch.Tensor, entity_ids: torch.Tensor, hidden_states: torch.Tensor, token_mask: torch.Tensor
+) -> torch.Tensor:
+    """The entity states after an input: each entity mentioned in it takes the hidden state of the last token of its
+    last mention (3.2); the others, and the no-entity row 0, are unchanged.
+
+    Args:
+        entity_states: `(batch, max_entities + 1, hidden)` states before the input.
+        entity_ids: `(batch, length)` entity id of every token.
+        hidden_states: `(batch, length, hidden)` final hidden states.
+        token_mask: `(batch, length)` bool, False on padding (never a mention).
+
+    Example:
+        >>> states = torch.ones(1, 3, 2)
+        >>> hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])
+        >>> update_entity_states(states, torch.tensor([[2, 0, 2]]), hidden, torch.ones(1, 3, dtype=torch.bool))[0]
+        tensor([[1., 1.],
+                [1., 1.],
+                [5., 6.]])
+    """
+    length = entity_ids.shape[1]
+    positions = torch.arange(length, device=entity_ids.device).expand_as(entity_ids)
+    is_mention = token_mask & (entity_ids != NO_ENTITY)
+    last_position = torch.full(entity_states.shape[:2], -1, dtype=torch.long, device=entity_ids.device)
+    last_position = last_position.scatter_reduce(1, entity_ids, torch.where(is_mention, positions, -1), reduce="amax")
+    last_position[:, NO_ENTITY] = -1
+    mentioned = last_position >= 0
+    gathered = hidden_states.gather(1, last_position.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden_states.shape[-1]))
+    return torch.where(mentioned.unsqueeze(-1), gathered.to(entity_states.dtype), entity_states)
+
+
+def _token_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int, device: torch.device) -> torch.Tensor:
+    """Which of the current input's tokens are real (the attention mask also covers the cached past)."""
+    if attention_mask is None or attention_mask.ndim != 2:
+        return torch.ones(batch_size, length, dtype=torch.bool, device=device)
+    return attention_mask[:, -length:].to(device=device).bool()
+
+
+def _split_heads(tensor: torch.Tensor, head_dim: int) -> torch.Tensor:
+    return tensor.view(*tensor.shape[:-1], -1, head_dim).transpose(1, 2)
+
+
+def _merge_heads(tensor: torch.Tensor) -> torch.Tensor:
+    """(batch, length, heads, head size) from the attention functions -> (batch, length, heads x head size)."""
+    return tensor.reshape(*tensor.shape[:-2], -1).contiguous()
+
+
+__all__ = [
+    "NO_ENTITY",
+    "DocumentEntityStore",
+    "EntityTransformerBlock",
+    "GPT2ECausalLMOutput",
+    "GPT2EForCausalLM",
+    "GPT2EModel",
+    "GPT2EModelOutput",
+    "GPT2EPreTrainedModel",
+    "initial_entity_states",
+    "update_entity_states",
+]
