@@ -35,9 +35,11 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
             takes the values from the token states, as self-attention does, so the entities decide where a token
             looks; `"entities"` takes them from the entity representations too, so their content flows in.
         entity_attention_size (`int`, *optional*):
-            Width of the entity attention's queries, keys and values (split over `n_head` heads). Defaults to
-            `n_embd`, the width of GPT-2's own attention, as the paper's "adaptation" of it implies. A smaller
-            width is cheaper; it must be divisible by `n_head`.
+            Width of the entity attention's queries, keys and values (split over `n_head` heads; a multiple of
+            `n_head`). Defaults to a quarter of `n_embd` (rounded to a multiple of `n_head`). The paper does not give
+            the width; it reports that the entity attention costs 2.8% of GPT-2's training time per step. A
+            full-width entity attention (`entity_attention_size=n_embd`) cost 28% per step in our measurement
+            (6 layers, 384 wide, 512 tokens, CPU), a quarter-width one 3.5%, hence the default.
         evaluation_results (`list[dict]`, *optional*):
             Measured results recorded in the model card (see `record_evaluation`).
 
@@ -48,7 +50,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
 
     >>> config = GPT2EConfig(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64, max_entities=8)
     >>> config.entity_attention_size
-    32
+    8
     >>> model = GPT2EForCausalLM(config)
 
     ```
@@ -63,7 +65,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
 
     def __post_init__(self, **kwargs):
         if self.entity_attention_size is None:
-            self.entity_attention_size = self.n_embd
+            self.entity_attention_size = max(self.n_head, self.n_embd // 4 // self.n_head * self.n_head)
         super().__post_init__(**kwargs)
         self._check_entity_fields()
 
