@@ -1,5 +1,5 @@
 """Language modeling: unlabelled corpora (GAP texts, SQuAD contexts, LitBank) as blocked causal-LM data, the
-collator, and perplexity."""
+collator, and perplexity; entity-annotated data for GPT2E (CoNLL coreference -> input_ids + entity_ids, LAMBADA)."""
 
 from .collator import IGNORE_INDEX, LanguageModelingCollator, lm_data_collator
 from .corpus import (
@@ -16,6 +16,21 @@ from .corpus import (
     read_squad_contexts,
     resolve_separator_token_id,
     split_documents_by_source,
+)
+from .entities import (
+    CorefDocument,
+    EntityLanguageModelingCollator,
+    document_windows,
+    entity_ids_for_document,
+    entity_ids_from_clusters,
+    entity_ids_from_text,
+    entity_lm_document_names,
+    entity_lm_windows,
+    lambada_examples,
+    load_litbank_entity_lm,
+    order_windows_for_streams,
+    read_conll_coreference,
+    read_lambada,
 )
 from .metrics import perplexity_from_loss
 
@@ -37,4 +52,17 @@ __all__ = [
     "read_squad_contexts",
     "resolve_separator_token_id",
     "split_documents_by_source",
+    "CorefDocument",
+    "EntityLanguageModelingCollator",
+    "document_windows",
+    "entity_ids_for_document",
+    "entity_ids_from_clusters",
+    "entity_ids_from_text",
+    "entity_lm_document_names",
+    "entity_lm_windows",
+    "lambada_examples",
+    "load_litbank_entity_lm",
+    "order_windows_for_streams",
+    "read_conll_coreference",
+    "read_lambada",
 ]
