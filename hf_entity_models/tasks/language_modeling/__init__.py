@@ -32,9 +32,35 @@ from .entities import (
     read_conll_coreference,
     read_lambada,
 )
+from .entity_evaluation import (
+    PRONOUNS,
+    LambadaScores,
+    MentionSimilarities,
+    entity_perplexity,
+    lambada_scores,
+    mention_similarities,
+    reads_entities,
+)
+from .entity_training import (
+    EntityLMCollatorFor,
+    build_entity_lm_trainer,
+    entity_lm_training_arguments,
+    evaluate_entity_lm,
+)
 from .metrics import perplexity_from_loss
 
 __all__ = [
+    "PRONOUNS",
+    "EntityLMCollatorFor",
+    "LambadaScores",
+    "MentionSimilarities",
+    "build_entity_lm_trainer",
+    "entity_lm_training_arguments",
+    "entity_perplexity",
+    "evaluate_entity_lm",
+    "lambada_scores",
+    "mention_similarities",
+    "reads_entities",
     "DEFAULT_GAP_FILE",
     "DEFAULT_LITBANK_DIR",
     "DEFAULT_SQUAD_FILES",
