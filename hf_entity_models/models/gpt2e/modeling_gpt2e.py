@@ -129,7 +129,9 @@ def eager_attention_forward(
         offset = key.shape[-2] - query.shape[-2]
         future = torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool, device=query.device).triu(offset + 1)
         scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    # At least float32 (half precision upcasts), never below the input (float64 stays float64).
+    softmax_dtype = torch.promote_types(scores.dtype, torch.float32)
+    weights = nn.functional.softmax(scores, dim=-1, dtype=softmax_dtype).to(query.dtype)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     return torch.matmul(weights, value).transpose(1, 2), weights
 
@@ -378,7 +380,7 @@ class GPT2EModel(GPT2EPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
-        return_dict = return_dict if return_dict is not None else self.config.use_return_dict
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -554,7 +556,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
                 Compute logits for the last `logits_to_keep` positions only (0: all), as in GPT-2.
             Other arguments: see `GPT2EModel.forward`.
         """
-        return_dict = return_dict if return_dict is not None else self.config.use_return_dict
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
         store = None
         if document_ids is not None:
             if entity_states is not None:

@@ -1,0 +1,726 @@
+"""GPT2E (Entity-Transformers): GPT-2 equivalence of a model loaded from GPT-2 weights, the Entity-Transformer block
+(section 3.1) against an independent per-token float64 reference, the entity state update (3.2), entity states
+carried across windows and through the document store, the key/value cache and generation with entity ids,
+causality, bad input, saving, portable loading (folder without the package, loopback Hub) and Trainer steps.
+
+The reference is written from the paper and the choices the model documents: pre-LN entity attention
+(`ln_entity`) with a residual; queries from the token states, keys from the entity representation of each token
+through `e_attn`; values from the token states ("hidden") or the entity representations ("entities"); causal and
+padding masks; the final hidden state (after `ln_f`) of the last token of an entity's last mention replaces it.
+"""
+
+import functools
+import json
+import math
+
+import pytest
+import torch
+from conftest import saved_source
+from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPT2Model,
+    Trainer,
+    TrainingArguments,
+    pipeline,
+)
+
+import hf_entity_models.models.gpt2e.modeling_gpt2e as modeling_gpt2e
+from hf_entity_models import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
+from hf_entity_models.models.gpt2e import DocumentEntityStore, initial_entity_states, update_entity_states
+
+VOCAB, MAX_ENTITIES = 97, 6
+PAD = 0  # never drawn as a prompt token: generate() infers an attention mask from pad tokens in the prompt
+NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # Tiny models: extra intra-op threads only add synchronisation on a busy machine.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_config(**overrides) -> GPT2EConfig:
+    values = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, max_entities=MAX_ENTITIES,
+                  entity_attention_size=16, bos_token_id=None, eos_token_id=None, **NO_DROPOUT)
+    values.update(overrides)
+    return GPT2EConfig(**values)
+
+
+def randomise_entity_attention(model, scale: float = 0.4) -> None:
+    """Nonzero entity attention (its output projection starts at zero) and distinct layer norms everywhere, so that
+    a wrong choice of layer norm, projection or mask shows in the outputs."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "entity_attn" in name:
+                parameter.normal_(0.0, scale)
+            elif ".ln_" in name or name.startswith(("ln_", "transformer.ln_")):
+                parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.3)
+
+
+def entity_lm(seed: int = 0, **overrides) -> GPT2EForCausalLM:
+    torch.manual_seed(seed)
+    model = GPT2EForCausalLM(tiny_config(**overrides)).eval()
+    randomise_entity_attention(model)
+    return model
+
+
+def random_states(batch: int, config: GPT2EConfig, seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, config.max_entities + 1, config.n_embd, generator=generator)
+
+
+def random_inputs(batch: int, length: int, seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(PAD + 1, VOCAB, (batch, length), generator=generator)
+    entity_ids = torch.randint(0, MAX_ENTITIES + 1, (batch, length), generator=generator)
+    return input_ids, entity_ids
+
+
+# ------------------------------------------------------------------------------------------ GPT-2 equivalence
+def gpt2_folder(tmp_path, head: bool):
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, **NO_DROPOUT)
+    gpt2 = (GPT2LMHeadModel if head else GPT2Model)(config).eval()
+    with torch.no_grad():  # not the init values: loading must really map every weight
+        for parameter in gpt2.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    folder = tmp_path / ("gpt2-lm" if head else "gpt2")
+    gpt2.save_pretrained(folder)
+    return gpt2, folder
+
+
+@pytest.mark.parametrize("head", [True, False], ids=["GPT2LMHeadModel", "GPT2Model"])
+def test_gpt2_weights_load_every_weight_and_compute_gpt2(tmp_path, head):
+    gpt2, folder = gpt2_folder(tmp_path, head)
+    gpt2_base = gpt2.transformer if head else gpt2
+    input_ids, entity_ids = random_inputs(2, 12)
+    mask = torch.ones_like(input_ids)
+    mask[1, 8:] = 0  # right padding in row 1
+    with torch.no_grad():
+        expected = gpt2_base(input_ids, output_hidden_states=True)
+        expected_logits = expected.last_hidden_state @ gpt2_base.wte.weight.T  # the tied LM head
+        expected_padded = gpt2_base(input_ids, attention_mask=mask).last_hidden_state
+    for ours_class in (GPT2EForCausalLM, GPT2EModel):  # either class from either kind of GPT-2 folder
+        for implementation in ("eager", "sdpa"):
+            ours, info = ours_class.from_pretrained(folder, attn_implementation=implementation,
+                                                    output_loading_info=True)
+            ours.eval()
+            assert ours.config._attn_implementation == implementation
+            assert info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
+            assert info["missing_keys"] and all("entity" in key for key in info["missing_keys"])
+            base = ours.transformer if ours_class is GPT2EForCausalLM else ours
+            ours_state, gpt2_state = base.state_dict(), gpt2_base.state_dict()
+            for key, value in gpt2_state.items():
+                torch.testing.assert_close(ours_state[key], value, rtol=0, atol=0, msg=key)
+            assert {key for key in ours_state if key not in gpt2_state} == {k for k in ours_state if "entity" in k}
+            for block in base.h:
+                assert block.entity_attn.c_proj.weight.abs().max() == 0 == block.entity_attn.c_proj.bias.abs().max()
+            with torch.no_grad():
+                for entities in (None, entity_ids):
+                    out = base(input_ids, entity_ids=entities, output_hidden_states=True)
+                    torch.testing.assert_close(out.last_hidden_state, expected.last_hidden_state, rtol=0, atol=1e-5)
+                    assert len(out.hidden_states) == len(expected.hidden_states)
+                    for got, want in zip(out.hidden_states, expected.hidden_states):
+                        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+                    if ours_class is GPT2EForCausalLM:
+                        logits = ours(input_ids, entity_ids=entities).logits
+                        torch.testing.assert_close(logits, expected_logits, rtol=0, atol=1e-5)
+                        if head:
+                            torch.testing.assert_close(logits, gpt2(input_ids).logits, rtol=0, atol=1e-5)
+                states = random_states(2, ours.config)
+                got = base(input_ids, entity_ids=entity_ids, entity_states=states, attention_mask=mask)
+                got = got.last_hidden_state
+                torch.testing.assert_close(got[0], expected_padded[0], rtol=0, atol=1e-5)
+                torch.testing.assert_close(got[1, :8], expected_padded[1, :8], rtol=0, atol=1e-5)
+
+
+def test_eager_and_sdpa_agree_with_entity_attention_and_padding():
+    torch.manual_seed(0)
+    eager = entity_lm(attn_implementation="eager")
+    sdpa = GPT2EForCausalLM(tiny_config(attn_implementation="sdpa")).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert sdpa.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
+    input_ids, entity_ids = random_inputs(2, 10)
+    mask = torch.ones_like(input_ids)
+    mask[1, 6:] = 0
+    states = random_states(2, eager.config)
+    with torch.no_grad():
+        for attention_mask in (None, mask):
+            a = eager(input_ids, entity_ids=entity_ids, entity_states=states, attention_mask=attention_mask)
+            b = sdpa(input_ids, entity_ids=entity_ids, entity_states=states, attention_mask=attention_mask)
+            real = slice(None) if attention_mask is None else mask.bool()
+            torch.testing.assert_close(a.logits[real], b.logits[real], rtol=0, atol=1e-5)
+            torch.testing.assert_close(a.entity_states, b.entity_states, rtol=0, atol=1e-5)
+
+
+# -------------------------------------------------------------------------------- slow per-token reference
+def _layer_norm(x, weights, prefix, eps):
+    mean = x.mean()
+    variance = ((x - mean) ** 2).mean()
+    return (x - mean) / math.sqrt(variance + eps) * weights[prefix + ".weight"] + weights[prefix + ".bias"]
+
+
+def _affine(x, weights, prefix):
+    # Conv1D: weight (in, out)
+    return x @ weights[prefix + ".weight"] + weights[prefix + ".bias"]
+
+
+def _gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _causal_attention(queries, keys, values, heads):
+    """Token by token, head by head: position i attends to positions 0..i."""
+    head_size = len(queries[0]) // heads
+    outputs = []
+    for i, query in enumerate(queries):
+        parts = []
+        for h in range(heads):
+            part = slice(h * head_size, (h + 1) * head_size)
+            scores = torch.stack([query[part] @ keys[j][part] / math.sqrt(head_size) for j in range(i + 1)])
+            weights = torch.softmax(scores, 0)
+            parts.append(sum(weights[j] * values[j][part] for j in range(i + 1)))
+        outputs.append(torch.cat(parts))
+    return outputs
+
+
+def reference_forward(model: GPT2EModel, input_ids: list[int], entity_ids: list[int], entity_states: torch.Tensor):
+    """One unpadded row in float64, from the paper: h_0 = U W_e + W_p; per block GPT-2's pre-LN self-attention and
+    feed-forward with residuals, then the entity attention (keys: the entity representation E[e_j] of token j);
+    a final layer norm. Returns the final hidden states and the entity states after the row (3.2)."""
+    config = model.config
+    weights = {key: value.detach().double() for key, value in model.state_dict().items()}
+    eps, size = config.layer_norm_epsilon, config.entity_attention_size
+    states = entity_states.double()
+    x = [weights["wte.weight"][token] + weights["wpe.weight"][t] for t, token in enumerate(input_ids)]
+    for layer in range(config.n_layer):
+        p = f"h.{layer}."
+        normed = [_layer_norm(v, weights, p + "ln_1", eps) for v in x]
+        qkv = [_affine(v, weights, p + "attn.c_attn") for v in normed]
+        n = config.n_embd
+        context = _causal_attention([v[:n] for v in qkv], [v[n : 2 * n] for v in qkv], [v[2 * n :] for v in qkv],
+                                    config.n_head)
+        x = [v + _affine(c, weights, p + "attn.c_proj") for v, c in zip(x, context)]
+        x = [v + _affine(_gelu_new(_affine(_layer_norm(v, weights, p + "ln_2", eps), weights, p + "mlp.c_fc")),
+                         weights, p + "mlp.c_proj") for v in x]
+        normed = [_layer_norm(v, weights, p + "ln_entity", eps) for v in x]
+        token_part = [_affine(v, weights, p + "entity_attn.q_attn") for v in normed]
+        entity_part = [_affine(states[e], weights, p + "entity_attn.e_attn") for e in entity_ids]
+        if config.entity_attention_values == "hidden":
+            queries, values = [v[:size] for v in token_part], [v[size:] for v in token_part]
+            keys = entity_part
+        else:
+            queries = token_part
+            keys, values = [v[:size] for v in entity_part], [v[size:] for v in entity_part]
+        context = _causal_attention(queries, keys, values, config.n_head)
+        x = [v + _affine(c, weights, p + "entity_attn.c_proj") for v, c in zip(x, context)]
+    final = torch.stack([_layer_norm(v, weights, "ln_f", eps) for v in x])
+    new_states = states.clone()
+    for t, entity in enumerate(entity_ids):  # in order: the last mention's last token is written last
+        if entity != 0:
+            new_states[entity] = final[t]
+    return final, new_states
+
+
+@pytest.mark.parametrize("values", ["hidden", "entities"])
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_entity_transformer_blocks_match_the_per_token_reference(values, implementation):
+    torch.manual_seed(0)
+    model = GPT2EModel(tiny_config(entity_attention_values=values, attn_implementation=implementation)).eval()
+    randomise_entity_attention(model)
+    rows = [([5, 17, 3, 3, 60, 8, 91, 2, 44], [1, 0, 2, 1, 0, 3, 1, 2, 0]),
+            ([9, 9, 31, 70, 12], [0, 4, 4, 1, 6])]  # row 1: right-padded to 9 tokens
+    length = len(rows[0][0])
+    input_ids = torch.tensor([ids + [0] * (length - len(ids)) for ids, _ in rows])
+    entity_ids = torch.tensor([ents + [5] * (length - len(ents)) for _, ents in rows])  # padding carries an entity
+    mask = torch.tensor([[1] * len(ids) + [0] * (length - len(ids)) for ids, _ in rows])
+    states = random_states(2, model.config)
+    with torch.no_grad():
+        model_double = model.double()
+        out = model_double(input_ids, entity_ids=entity_ids, entity_states=states.double(), attention_mask=mask)
+    for row, (ids, ents) in enumerate(rows):
+        expected, expected_states = reference_forward(model, ids, ents, states[row])
+        torch.testing.assert_close(out.last_hidden_state[row, : len(ids)], expected, rtol=0, atol=1e-10)
+        torch.testing.assert_close(out.entity_states[row], expected_states, rtol=0, atol=1e-10)
+    # The entity attention changes the output: the reference is not just checking GPT-2.
+    with torch.no_grad():
+        for block in model_double.h:
+            block.entity_attn.c_proj.weight.zero_()
+            block.entity_attn.c_proj.bias.zero_()
+        plain = model_double(input_ids, entity_ids=entity_ids, entity_states=states.double(), attention_mask=mask)
+    assert (plain.last_hidden_state[0] - out.last_hidden_state[0]).abs().max() > 1e-2
+
+
+# -------------------------------------------------------------------------------------- entity state update
+def test_update_entity_states_by_hand():
+    states = torch.arange(2 * 5 * 2, dtype=torch.float).view(2, 5, 2) + 100  # max_entities 4, hidden 2
+    hidden = torch.arange(2 * 6 * 2, dtype=torch.float).view(2, 6, 2)  # hidden[b, t] = [12b + 2t, 12b + 2t + 1]
+    entity_ids = torch.tensor([[1, 2, 1, 0, 1, 3], [2, 2, 0, 4, 4, 0]])
+    token_mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0]]).bool()
+    new = update_entity_states(states, entity_ids, hidden, token_mask)
+    expected = states.clone()
+    expected[0, 1] = torch.tensor([8.0, 9.0])  # entity 1: mentions at 0, 2, 4 -> position 4
+    expected[0, 2] = torch.tensor([2.0, 3.0])  # entity 2: position 1
+    # entity 3 only on padding (position 5): unchanged; entity 4 not mentioned: unchanged; row 0 unchanged
+    expected[1, 2] = torch.tensor([14.0, 15.0])  # entity 2: positions 0, 1 -> 1
+    expected[1, 4] = torch.tensor([18.0, 19.0])  # entity 4: position 3 (position 4 is padding)
+    torch.testing.assert_close(new, expected, rtol=0, atol=0)
+    torch.testing.assert_close(states, torch.arange(20, dtype=torch.float).view(2, 5, 2) + 100)  # input untouched
+
+
+def test_the_model_returns_the_final_hidden_states_of_last_mentions_detached():
+    torch.manual_seed(0)
+    model = GPT2EModel(tiny_config())
+    randomise_entity_attention(model)
+    model.eval()
+    input_ids, _ = random_inputs(2, 7)
+    entity_ids = torch.tensor([[0, 2, 0, 2, 1, 0, 0], [3, 3, 0, 1, 0, 6, 6]])
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2])  # row 1: entity 6 only on padding
+    states = random_states(2, model.config)
+    out = model(input_ids, entity_ids=entity_ids, entity_states=states, attention_mask=mask)
+    hidden = out.last_hidden_state
+    assert hidden.requires_grad and not out.entity_states.requires_grad
+    expected = states.clone()
+    expected[0, 2], expected[0, 1] = hidden[0, 3], hidden[0, 4]
+    expected[1, 3], expected[1, 1] = hidden[1, 1], hidden[1, 3]
+    torch.testing.assert_close(out.entity_states, expected.detach(), rtol=0, atol=0)
+    fresh = model(input_ids, entity_ids=entity_ids).entity_states
+    assert fresh[0, 0].eq(1).all() and fresh[0, 5].eq(1).all(), "unmentioned entities start as vectors of ones"
+
+
+# ------------------------------------------------------------------------------------- windows and the store
+def test_entity_states_carry_over_windows():
+    model = entity_lm()
+    first_ids, second_ids = torch.tensor([[4, 8, 15, 16, 23, 42]]), torch.tensor([[11, 22, 33, 44, 55]])
+    first_entities = torch.tensor([[1, 1, 0, 2, 0, 0]])
+    with torch.no_grad():
+        first = model(first_ids, entity_ids=first_entities)
+        recurring = torch.tensor([[0, 2, 0, 1, 0]])
+        carried = model(second_ids, entity_ids=recurring, entity_states=first.entity_states).logits
+        fresh = model(second_ids, entity_ids=recurring).logits
+        explicit_fresh = model(second_ids, entity_ids=recurring,
+                               entity_states=initial_entity_states(1, model.config)).logits
+        torch.testing.assert_close(explicit_fresh, fresh, rtol=0, atol=0)
+        assert (carried - fresh).abs().max() > 1e-3
+        # Entities the first window never mentioned still hold their initial representation.
+        new_entities = torch.tensor([[0, 3, 0, 4, 3]])
+        torch.testing.assert_close(
+            model(second_ids, entity_ids=new_entities, entity_states=first.entity_states).logits,
+            model(second_ids, entity_ids=new_entities).logits, rtol=0, atol=1e-6,
+        )
+
+
+def test_the_document_store_matches_passing_states_by_hand():
+    model = entity_lm()
+    windows = [random_inputs(2, 6, seed=s) for s in (3, 4, 5)]
+    documents = torch.tensor([10, 11])
+    with torch.no_grad():
+        states, manual = None, []
+        for input_ids, entity_ids in windows:
+            out = model(input_ids, entity_ids=entity_ids, entity_states=states)
+            states = out.entity_states
+            manual.append(out.logits)
+        for index, (input_ids, entity_ids) in enumerate(windows):
+            out = model(input_ids, entity_ids=entity_ids, document_ids=documents,
+                        window_index=torch.tensor([index, index]))
+            torch.testing.assert_close(out.logits, manual[index], rtol=0, atol=0)
+        assert len(model.entity_stores["eval"]) == 2 and len(model.entity_stores["train"]) == 0
+        assert (manual[1] - model(windows[1][0], entity_ids=windows[1][1]).logits).abs().max() > 1e-3  # states matter
+        # Window 0 starts a document afresh although the store holds it.
+        input_ids, entity_ids = windows[1]
+        restarted = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([0, 2]))
+        torch.testing.assert_close(restarted.logits[0], model(input_ids, entity_ids=entity_ids).logits[0])
+        torch.testing.assert_close(
+            restarted.logits[1],
+            model(input_ids, entity_ids=entity_ids, entity_states=states).logits[1],
+        )
+        # Training reads and writes its own store: document 10 is new there.
+        model.train()
+        trained = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([1, 1]))
+        model.eval()
+        torch.testing.assert_close(trained.logits, model(input_ids, entity_ids=entity_ids).logits)
+        assert set(model.entity_stores["train"]._states) == {10, 11}
+        with pytest.raises(ValueError, match="repeat a document"):
+            model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([7, 7]))
+        with pytest.raises(ValueError, match="not both"):
+            model(input_ids, entity_ids=entity_ids, document_ids=documents, entity_states=states)
+        model.reset_entity_stores()
+        assert len(model.entity_stores["train"]) == len(model.entity_stores["eval"]) == 0
+
+
+def test_the_store_keeps_detached_states_per_document():
+    config = tiny_config()
+    store = DocumentEntityStore()
+    fresh = store.read(torch.tensor([3]), None, config, torch.device("cpu"), torch.float32)
+    assert fresh.shape == (1, MAX_ENTITIES + 1, 32) and fresh.eq(1).all()
+    written = random_states(2, config).requires_grad_()
+    store.write(torch.tensor([3, 4]), written * 2)
+    read = store.read(torch.tensor([4, 3, 5]), torch.tensor([1, 0, 1]), config, torch.device("cpu"), torch.float32)
+    torch.testing.assert_close(read[0], written[1].detach() * 2)
+    assert read[1].eq(1).all() and read[2].eq(1).all() and not read.requires_grad
+    with pytest.raises(ValueError, match="window_index"):
+        store.read(torch.tensor([3, 4]), torch.tensor([1]), config, torch.device("cpu"), torch.float32)
+
+
+# -------------------------------------------------------------------------------------- cache and generation
+def test_incremental_decoding_with_the_cache_equals_a_full_pass():
+    model = entity_lm()
+    input_ids, entity_ids = random_inputs(2, 9)
+    states = random_states(2, model.config)
+    with torch.no_grad():
+        full = model(input_ids, entity_ids=entity_ids, entity_states=states)
+        step = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True)
+        logits, cache = [step.logits], step.past_key_values
+        for t in range(4, 9):
+            step = model(input_ids[:, t : t + 1], entity_ids=entity_ids[:, t : t + 1], entity_states=states,
+                         past_key_values=cache, use_cache=True)
+            logits.append(step.logits)
+            cache = step.past_key_values
+    torch.testing.assert_close(torch.cat(logits, 1), full.logits, rtol=0, atol=1e-5)
+    assert len(cache.layers) == 2 * model.config.n_layer and cache.get_seq_length() == 9
+
+
+def _generation_kwargs(**extra):
+    return dict(do_sample=False, max_new_tokens=5, output_logits=True, return_dict_in_generate=True, pad_token_id=PAD,
+                **extra)
+
+
+def test_greedy_generation_with_entity_ids_follows_full_passes():
+    model = entity_lm()
+    prompt, prompt_entities = random_inputs(1, 6)
+    states = random_states(1, model.config)
+    with torch.no_grad():
+        generated = model.generate(prompt, entity_ids=prompt_entities, entity_states=states, **_generation_kwargs())
+        sequence = generated.sequences
+        # Generated tokens carry entity id 0.
+        entities = torch.cat([prompt_entities, torch.zeros(1, sequence.shape[1] - 6, dtype=torch.long)], 1)
+        full = model(sequence, entity_ids=entities, entity_states=states).logits
+    for step, step_logits in enumerate(generated.logits):
+        torch.testing.assert_close(step_logits, full[:, 5 + step], rtol=0, atol=1e-5)
+        assert sequence[0, 6 + step] == full[0, 5 + step].argmax()
+    # The entity ids of the prompt matter (entity states differ per entity).
+    with torch.no_grad():
+        other = model.generate(prompt, entity_ids=torch.zeros_like(prompt_entities), entity_states=states,
+                               **_generation_kwargs())
+    assert (other.logits[0] - generated.logits[0]).abs().max() > 1e-3
+
+
+def test_an_entity_id_policy_labels_generated_tokens():
+    model = entity_lm()
+    prompt, prompt_entities = random_inputs(1, 6)
+    states = random_states(1, model.config)
+    calls = []
+
+    def policy(input_ids, entity_ids):
+        calls.append((input_ids.clone(), entity_ids.clone()))
+        return torch.tensor([3])
+
+    with torch.no_grad():
+        default = model.generate(prompt, entity_ids=prompt_entities, entity_states=states, **_generation_kwargs())
+        labelled = model.generate(prompt, entity_ids=prompt_entities, entity_states=states, entity_id_policy=policy,
+                                  **_generation_kwargs())
+        sequence = labelled.sequences
+        entities = torch.cat([prompt_entities, torch.full((1, sequence.shape[1] - 6), 3)], 1)
+        full = model(sequence, entity_ids=entities, entity_states=states).logits
+    assert len(calls) == 4  # once per generated token that is fed back (the fifth is never read)
+    for index, (seen_ids, seen_entities) in enumerate(calls):
+        assert torch.equal(seen_ids, sequence[:, : 7 + index])
+        assert seen_entities[0, :6].tolist() == prompt_entities[0].tolist()
+        assert seen_entities[0, 6:].tolist() == [3] * index + [0]  # the newest one still 0
+    torch.testing.assert_close(labelled.logits[0], default.logits[0], rtol=0, atol=0)  # same prompt step
+    for step, step_logits in enumerate(labelled.logits):
+        torch.testing.assert_close(step_logits, full[:, 5 + step], rtol=0, atol=1e-5)
+    assert (labelled.logits[1] - default.logits[1]).abs().max() > 1e-3
+
+
+def test_left_padded_batches_generate_what_single_prompts_generate():
+    model = entity_lm()
+    prompts = [random_inputs(1, 7, seed=8), random_inputs(1, 4, seed=9)]
+    states = random_states(2, model.config)
+    input_ids = torch.full((2, 7), PAD)
+    entity_ids = torch.zeros(2, 7, dtype=torch.long)
+    mask = torch.zeros(2, 7, dtype=torch.long)
+    for row, (ids, ents) in enumerate(prompts):
+        length = ids.shape[1]
+        input_ids[row, 7 - length :], entity_ids[row, 7 - length :], mask[row, 7 - length :] = ids[0], ents[0], 1
+    with torch.no_grad():
+        batch = model.generate(input_ids, entity_ids=entity_ids, attention_mask=mask, entity_states=states,
+                               **_generation_kwargs())
+        for row, (ids, ents) in enumerate(prompts):
+            single = model.generate(ids, entity_ids=ents, entity_states=states[row : row + 1], **_generation_kwargs())
+            assert batch.sequences[row, 7:].tolist() == single.sequences[0, ids.shape[1] :].tolist()
+            for step in range(5):
+                torch.testing.assert_close(batch.logits[step][row], single.logits[step][0], rtol=0, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------- causality
+def test_future_tokens_and_entity_ids_never_change_earlier_logits():
+    model = entity_lm()
+    input_ids, entity_ids = random_inputs(1, 10)
+    states = random_states(1, model.config)
+    with torch.no_grad():
+        base = model(input_ids, entity_ids=entity_ids, entity_states=states).logits
+        for t in (3, 7):
+            changed_token, changed_entity = input_ids.clone(), entity_ids.clone()
+            changed_token[0, t] = changed_token[0, t] % (VOCAB - 1) + 1
+            changed_entity[0, t] = (changed_entity[0, t] + 1) % (MAX_ENTITIES + 1)
+            for ids, ents in ((changed_token, entity_ids), (input_ids, changed_entity)):
+                logits = model(ids, entity_ids=ents, entity_states=states).logits
+                torch.testing.assert_close(logits[:, :t], base[:, :t], rtol=0, atol=1e-6)
+                assert (logits[:, t:] - base[:, t:]).abs().max() > 1e-4
+
+
+# ------------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "entity_ids, error, message",
+    [
+        (torch.zeros(1, 6, dtype=torch.long), ValueError, "one entity id per token"),
+        (torch.zeros(1, 4, dtype=torch.long), ValueError, "one entity id per token"),
+        (torch.zeros(2, 5, dtype=torch.long), ValueError, "one entity id per token"),
+        (torch.tensor([[0, 1, -1, 0, 0]]), ValueError, ">= 0"),
+        (torch.tensor([[0, 1, MAX_ENTITIES + 1, 0, 0]]), ValueError, "max_entities"),
+        (torch.zeros(1, 5), TypeError, "integer tensor"),
+        (torch.zeros(1, 5, dtype=torch.bool), TypeError, "integer tensor"),
+        ([[0, 0, 0, 0, 0]], TypeError, "integer tensor"),
+    ],
+)
+def test_bad_entity_ids_are_refused(entity_ids, error, message):
+    model = GPT2EForCausalLM(tiny_config()).eval()
+    with pytest.raises(error, match=message):
+        model(torch.tensor([[1, 2, 3, 4, 5]]), entity_ids=entity_ids)
+    model(torch.tensor([[1, 2, 3, 4, 5]]), entity_ids=torch.tensor([[0, 1, MAX_ENTITIES, 0, 0]]))  # the edges pass
+
+
+@pytest.mark.parametrize(
+    "entity_states",
+    [torch.ones(1, MAX_ENTITIES, 32), torch.ones(2, MAX_ENTITIES + 1, 32), torch.ones(1, MAX_ENTITIES + 1, 16),
+     torch.ones(MAX_ENTITIES + 1, 32), "states"],
+)
+def test_bad_entity_states_are_refused(entity_states):
+    model = GPT2EForCausalLM(tiny_config()).eval()
+    with pytest.raises(ValueError, match=r"entity_states must have shape \(batch, max_entities \+ 1, n_embd\)"):
+        model(torch.tensor([[1, 2, 3]]), entity_states=entity_states)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(entity_attention_size=10), "multiple of n_head"),
+        (dict(entity_attention_size=0), "multiple of n_head"),
+        (dict(entity_attention_values="keys"), "entity_attention_values"),
+        (dict(max_entities=0), "max_entities"),
+        (dict(max_entities=-3), "max_entities"),
+        (dict(add_cross_attention=True), "add_cross_attention"),
+    ],
+)
+def test_bad_configs_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**fields)
+
+
+def test_generation_refuses_entity_ids_that_do_not_match_the_prompt():
+    model = GPT2EForCausalLM(tiny_config()).eval()
+    with pytest.raises(ValueError, match="one entity id per prompt token"):
+        model.generate(torch.tensor([[1, 2, 3]]), entity_ids=torch.tensor([[0, 1]]), max_new_tokens=2,
+                       do_sample=False, pad_token_id=0)
+
+
+# ------------------------------------------------------------------------------------- saving and loading
+def test_save_and_load_through_auto_model_for_causal_lm(tmp_path):
+    model = entity_lm()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is GPT2EForCausalLM and loaded.config.model_type == "gpt2e"
+    input_ids, entity_ids = random_inputs(2, 8)
+    states = random_states(2, model.config)
+    with torch.no_grad():
+        expected = model(input_ids, entity_ids=entity_ids, entity_states=states)
+        got = loaded(input_ids, entity_ids=entity_ids, entity_states=states)
+    torch.testing.assert_close(got.logits, expected.logits, rtol=0, atol=0)
+    torch.testing.assert_close(got.entity_states, expected.entity_states, rtol=0, atol=0)
+    assert loaded.lm_head.weight.data_ptr() == loaded.transformer.wte.weight.data_ptr()
+
+
+def test_missing_entity_attention_weights_load_finite_and_start_at_zero(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    entity_lm().save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    kept = {name: tensor for name, tensor in weights.items() if "entity_attn" not in name}
+    assert len(kept) < len(weights)
+    save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = GPT2EForCausalLM.from_pretrained(tmp_path).eval()
+    assert all(torch.isfinite(p).all() for p in loaded.parameters())
+    for block in loaded.transformer.h:
+        assert block.entity_attn.c_proj.weight.abs().max() == 0 and block.entity_attn.c_proj.bias.abs().max() == 0
+        assert block.entity_attn.q_attn.weight.abs().max() > 0  # initialised, not left at zero
+    # With the entity attention at zero, entity ids no longer change anything.
+    input_ids, entity_ids = random_inputs(1, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids, entity_ids=entity_ids).logits, loaded(input_ids).logits)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A saved GPT2E language model with the real GPT-2 tokenizer, and its outputs computed in this process."""
+    from conftest import SHARED_DATA
+
+    folder = tmp_path_factory.mktemp("gpt2e-portable")
+    tokenizer = AutoTokenizer.from_pretrained(SHARED_DATA / "tokenizers" / "gpt2")
+    torch.manual_seed(0)
+    model = GPT2EForCausalLM(tiny_config(vocab_size=len(tokenizer), n_embd=16, n_head=2, entity_attention_size=8,
+                                         n_layer=1)).eval()
+    randomise_entity_attention(model)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    input_ids = tokenizer("Zoe met Maggie in Paris. She", return_tensors="pt").input_ids
+    entity_ids = torch.zeros_like(input_ids)
+    entity_ids[0, 0], entity_ids[0, 2], entity_ids[0, -1] = 1, 2, 1
+    with torch.no_grad():
+        logits = model(input_ids, entity_ids=entity_ids).logits
+        generated = model.generate(input_ids, entity_ids=entity_ids, max_new_tokens=4, do_sample=False,
+                                   pad_token_id=tokenizer.eos_token_id)
+        short_prompt = tokenizer("Zoe met Maggie", return_tensors="pt").input_ids
+        greedy = model.generate(short_prompt, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    text = pipeline("text-generation", model=str(folder), device="cpu")("Zoe met Maggie", max_new_tokens=4,
+                                                                        do_sample=False)
+    return dict(folder=folder, model=model, input_ids=input_ids, entity_ids=entity_ids, logits=logits,
+                generated=generated, text=text, greedy_text=tokenizer.decode(greedy[0]))
+
+
+# argv[1]: JSON {"locations": [...], "input_ids": [...], "entity_ids": [...]}
+REMOTE_LM = NO_PACKAGE_PRELUDE + r'''
+import json
+import torch
+from transformers import AutoModelForCausalLM, pipeline
+
+job = json.loads(open(sys.argv[1]).read())
+results = []
+for location in job["locations"]:
+    try:
+        AutoModelForCausalLM.from_pretrained(location)
+        refused = None
+    except Exception as error:
+        refused = f"{type(error).__name__}: {error}"
+    model = AutoModelForCausalLM.from_pretrained(location, trust_remote_code=True).eval()
+    input_ids, entity_ids = torch.tensor(job["input_ids"]), torch.tensor(job["entity_ids"])
+    with torch.no_grad():
+        logits = model(input_ids, entity_ids=entity_ids).logits
+        generated = model.generate(input_ids, entity_ids=entity_ids, max_new_tokens=4, do_sample=False,
+                                   pad_token_id=model.config.eos_token_id)
+    pipe = pipeline("text-generation", model=location, trust_remote_code=True, device="cpu")
+    results.append({
+        "refused": refused,
+        "model_class": type(model).__name__,
+        "model_module": type(model).__module__,
+        "logits": logits.tolist(),
+        "generated": generated.tolist(),
+        "text": pipe("Zoe met Maggie", max_new_tokens=4, do_sample=False),
+    })
+print("\nRESULT " + json.dumps({"results": results,
+                                 "package_imported": any(m.startswith("hf_entity_models") for m in sys.modules)}))
+'''
+
+PUSH = r'''
+import json, sys
+from transformers import AutoTokenizer
+from hf_entity_models import GPT2EForCausalLM
+folder, repo_id = sys.argv[1:3]
+commits = [str(GPT2EForCausalLM.from_pretrained(folder).push_to_hub(repo_id)),
+           str(AutoTokenizer.from_pretrained(folder).push_to_hub(repo_id))]
+print("RESULT " + json.dumps({"commits": commits}))
+'''
+
+
+def test_a_saved_checkpoint_carries_its_code_and_generates_text(checkpoint):
+    folder = checkpoint["folder"]
+    stored = json.loads((folder / "config.json").read_text())
+    assert stored["model_type"] == "gpt2e"
+    assert stored["auto_map"] == {"AutoConfig": "configuration_gpt2e.GPT2EConfig",
+                                  "AutoModelForCausalLM": "modeling_gpt2e.GPT2EForCausalLM"}
+    for name in ("configuration_gpt2e.py", "modeling_gpt2e.py", "card_gpt2e.py"):
+        assert (folder / name).read_text() == saved_source(modeling_gpt2e.__file__.replace("modeling_gpt2e.py", name))
+    assert "GPT2E" in (folder / "README.md").read_text()
+    [answer] = checkpoint["text"]
+    assert answer["generated_text"] == checkpoint["greedy_text"]
+    assert len(answer["generated_text"]) > len("Zoe met Maggie")
+
+
+def test_the_checkpoint_loads_without_the_package_from_a_folder_and_from_the_hub(checkpoint, tmp_path):
+    from hub_server import LoopbackHub
+
+    repo_id = "tester/gpt2e-tiny"
+    job = dict(locations=[str(checkpoint["folder"]), repo_id], input_ids=checkpoint["input_ids"].tolist(),
+               entity_ids=checkpoint["entity_ids"].tolist())
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    with LoopbackHub() as hub:
+        pushed = run_python(PUSH, str(checkpoint["folder"]), repo_id,
+                            env=subprocess_env(tmp_path / "hf_push", hub.endpoint), cwd=tmp_path)
+        remote = run_python(REMOTE_LM, str(tmp_path / "job.json"),
+                            env=subprocess_env(tmp_path / "hf_remote", hub.endpoint), cwd=tmp_path)
+        files = hub.files(repo_id)
+        unhandled = list(hub.unhandled)
+    assert unhandled == []
+    assert all(commit.startswith(f"{hub.endpoint}/{repo_id}/commit/") for commit in pushed["commits"])
+    assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
+            "configuration_gpt2e.py", "card_gpt2e.py", "entity_hub.py"} <= set(files)
+    assert files["model.safetensors"] == (checkpoint["folder"] / "model.safetensors").read_bytes()
+    assert not remote["package_imported"]
+    for result in remote["results"]:
+        assert result["refused"] is not None and "trust_remote_code" in result["refused"]
+        assert result["model_class"] == "GPT2EForCausalLM"
+        assert result["model_module"].startswith("transformers_modules.")
+        torch.testing.assert_close(torch.tensor(result["logits"]), checkpoint["logits"], rtol=1e-5, atol=1e-6)
+        assert result["generated"] == checkpoint["generated"].tolist()
+        assert result["text"] == checkpoint["text"]
+
+
+# --------------------------------------------------------------------------------------------------- training
+def test_trainer_steps_lower_the_loss_and_fill_the_store(tmp_path):
+    torch.manual_seed(0)
+    model = GPT2EForCausalLM(tiny_config())
+    randomise_entity_attention(model, scale=0.1)
+    # Two documents of two windows; batches pair the documents' windows: [d0 w0, d1 w0], [d0 w1, d1 w1].
+    windows = {(document, window): random_inputs(1, 8, seed=10 * document + window + 20)
+               for document in (0, 1) for window in (0, 1)}
+    rows = []
+    for window in (0, 1):
+        for document in (0, 1):
+            input_ids, entity_ids = windows[document, window]
+            rows.append(dict(input_ids=input_ids[0], entity_ids=entity_ids[0], document_ids=document,
+                             window_index=window, labels=input_ids[0]))
+    arguments = TrainingArguments(
+        output_dir=str(tmp_path), num_train_epochs=15, per_device_train_batch_size=2, learning_rate=3e-3,
+        lr_scheduler_type="constant", save_strategy="no", logging_steps=1, report_to="none", disable_tqdm=True,
+        use_cpu=True, seed=0, train_sampling_strategy="sequential",
+    )
+    seen, last_output = [], {}
+    original_forward = model.forward
+
+    @functools.wraps(original_forward)  # the Trainer keeps the columns named in the signature
+    def recording_forward(*args, **kwargs):
+        seen.append((kwargs["document_ids"].tolist(), kwargs["window_index"].tolist()))
+        last_output["entity_states"] = (output := original_forward(*args, **kwargs)).entity_states
+        return output
+
+    model.forward = recording_forward
+    trainer = Trainer(model=model, args=arguments, train_dataset=rows)
+    trainer.train()
+    assert seen == [([0, 1], [0, 0]), ([0, 1], [1, 1])] * 15
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 30 and losses[-1] < losses[0] - 1.0, losses
+    store = model.entity_stores["train"]
+    assert set(store._states) == {0, 1} and len(model.entity_stores["eval"]) == 0
+    for document in (0, 1):
+        states = store._states[document]
+        torch.testing.assert_close(states, last_output["entity_states"][document], rtol=0, atol=0)
+        mentioned = (set(windows[document, 0][1][0].tolist()) | set(windows[document, 1][1][0].tolist())) - {0}
+        for entity in range(MAX_ENTITIES + 1):
+            assert bool(states[entity].eq(1).all()) == (entity not in mentioned), (document, entity)
