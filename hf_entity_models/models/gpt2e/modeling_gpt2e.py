@@ -600,6 +600,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         past_key_values: Cache | None = None,
         entity_ids: torch.LongTensor | None = None,
         entity_id_policy: Callable | None = None,
+        entity_ids_appended: bool = False,
         **kwargs,
     ) -> dict:
         """Give the model the entity ids of the tokens it reads in this step.
@@ -607,7 +608,8 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         Tokens generated after the prompt carry the no-entity id 0 (`_update_model_kwargs_for_generation` extends
         `entity_ids` with zeros), unless `generate(..., entity_id_policy=fn)` is given: `fn(input_ids, entity_ids)`
         receives the tokens so far (the newest one last) and their entity ids (the newest one still 0) and returns
-        the newest token's entity id per row, a `(batch_size,)` integer tensor.
+        the newest token's entity id per row, a `(batch_size,)` integer tensor. The policy needs the prompt's
+        `entity_ids`; the ids are not reordered with beams, so use it with greedy search or sampling.
         """
         model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
         if entity_ids is None:
@@ -617,8 +619,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
                 f"entity_ids has shape {tuple(entity_ids.shape)} but the prompt has {tuple(input_ids.shape)} tokens: "
                 "give one entity id per prompt token."
             )
-        generating = past_key_values is not None and past_key_values.get_seq_length() > 0
-        if entity_id_policy is not None and generating:
+        if entity_id_policy is not None and entity_ids_appended:
             newest = torch.as_tensor(entity_id_policy(input_ids, entity_ids), device=entity_ids.device).long()
             entity_ids[:, -1] = newest.view(-1)  # in place: the extended ids live in generate's model_kwargs
         length = model_inputs["input_ids"].shape[1]
@@ -630,6 +631,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         entity_ids = model_kwargs.get("entity_ids")
         if entity_ids is not None:
             model_kwargs["entity_ids"] = torch.cat([entity_ids, torch.zeros_like(entity_ids[:, :1])], dim=1)
+            model_kwargs["entity_ids_appended"] = True  # the newest token is a generated one: the policy names it
         return model_kwargs
 
 
