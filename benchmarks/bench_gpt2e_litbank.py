@@ -246,10 +246,11 @@ def main(argv: list[str] | None = None) -> None:
         run["scores"] = evaluate(gpt2, gpt2e, splits, lambada, tokenizer, args)
         print(f"seed {seed}: {json.dumps(run['scores']['test'])}", flush=True)
         record["runs"][str(seed)] = run
-    record["summary"] = summary(record["runs"])
-    record["wall_seconds"] = time.perf_counter() - started
-    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.results).write_text(json.dumps(record, indent=2))
+        # Written after every seed, so that a long run stopped early keeps the seeds it finished.
+        record["summary"] = summary(record["runs"])
+        record["wall_seconds"] = time.perf_counter() - started
+        Path(args.results).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.results).write_text(json.dumps(record, indent=2))
     print(json.dumps(record["summary"], indent=2))
 
 
