@@ -1,5 +1,5 @@
 """`hf-entity`: train, evaluate, run and publish the package's models from the command line: the coreference models
-(PeTra, Referential Reader) and the question-answering ForceReader.
+(PeTra, Referential Reader), the question-answering ForceReader and the entity language model GPT2E.
 
 Subcommands:
 
@@ -12,14 +12,22 @@ Subcommands:
   ``--model forcereader`` fine-tunes ForceReader (any rung of its ablation ladder, ``--preset``) with its encoder on
   SQuAD 1.1 / 2.0 (``--squad``: the official JSON, ``.json.gz`` or a Hub dataset id), split by article into
   training and validation questions unless ``--validation`` is given, and reports the official EM / F1 (and for
-  SQuAD 2.0 HasAns / NoAns and the no-answer threshold chosen on validation);
+  SQuAD 2.0 HasAns / NoAns and the no-answer threshold chosen on validation). ``--model gpt2e`` trains GPT2E (fresh,
+  sized by ``--n-layer``/``--n-embd``/``--n-head``, or from a GPT-2 or GPT2E checkpoint with ``--init-from``) on
+  CoNLL-2012 coreference files (``--conll``, e.g. LitBank) split by book into training, validation and test books,
+  and reports the perplexity of the held-out books with the gold entity ids and with them zeroed (nothing is
+  selected on them: the checkpoint is the model after the last step);
 * ``evaluate``: GAP scores (F1, masculine / feminine F1, bias) of a coreference checkpoint on a GAP file, at the
   checkpoint's threshold, optionally with the best threshold of a sweep; the official SQuAD scores of a
   question-answering checkpoint (ForceReader or any ``AutoModelForQuestionAnswering`` folder, told by its config) on a
-  SQuAD file;
+  SQuAD file; the perplexity of a language model (GPT2E, or a plain GPT-2 ``GPT2LMHeadModel``) on CoNLL documents
+  (``--conll``: all of them, or the ``--split`` books of the same book split as ``train``), GPT2E's with and without
+  entity ids, and LAMBADA perplexity and last-word accuracy (``--lambada``);
 * ``predict``: the entities found in a text, the answer to a pronoun query, or GAP-style predictions for a whole
   file in the official scorer's format; for a question-answering checkpoint the answer(s) to ``--question`` in
-  ``--context`` with character offsets, and ForceReader's attention pictures (the paper's Figures 1, 3-5) as PNG;
+  ``--context`` with character offsets, and ForceReader's attention pictures (the paper's Figures 1, 3-5) as PNG; for a
+  language model the greedy continuation of ``--prompt``, GPT2E's with the prompt's entity ids from a coreference
+  checkpoint (``--coref-model``: the clusters of its ``pipeline("coreference")``) or with no entities;
 * ``push``: upload the files of a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and ``HF_TOKEN`` are
   honoured): config, weights, code, card and tokenizer files only, never dot-files, subfolders or training states.
 
@@ -47,6 +55,12 @@ Example:
     $ hf-entity evaluate runs/forcereader-squad dev-v1.1.json --output squad-scores.json
     $ hf-entity predict runs/forcereader-squad --question "Who founded Microsoft?" \\
           --context "Bill Gates founded Microsoft." --top-k 3 --attention-figures attention --question-word who
+    $ hf-entity train --model gpt2e --conll litbank/conll --tokenizer tokenizers/gpt2 --n-layer 6 --n-embd 384 \\
+          --n-head 6 --window-length 256 --epochs 3 --output-dir runs/gpt2e-litbank
+    $ hf-entity train --model gpt2e --conll litbank/conll --init-from runs/gpt2-small --output-dir runs/gpt2e-from-gpt2
+    $ hf-entity evaluate runs/gpt2e-litbank --conll litbank/conll --split test --lambada lambada_test.jsonl
+    $ hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" --coref-model runs/petra-people
+    $ hf-entity push runs/gpt2e-litbank my-user/gpt2e-litbank
 """
 
 from __future__ import annotations
@@ -77,19 +91,21 @@ DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
 # What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
 SYNTHETIC_VALIDATION_SHARE = 4
 # Names of the models `train` can build (see `_model_classes`).
-_MODEL_CLASSES = ("petra", "refreader", "forcereader")
-_MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader", "forcereader": "ForceReader"}
-# The question-answering model of `train`; the others are coreference models.
+_MODEL_CLASSES = ("petra", "refreader", "forcereader", "gpt2e")
+_MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader", "forcereader": "ForceReader", "gpt2e": "GPT2E"}
+# The question-answering model of `train`, and its language model; the others are coreference models.
 QA_MODEL = "forcereader"
-# Training options whose default depends on the task (argparse destination -> coreference default, ForceReader's).
+LM_MODEL = "gpt2e"
+# Training options whose default depends on the task (argparse destination -> coreference default, ForceReader's,
+# GPT2E's; GPT2E's are `entity_lm_training_arguments`' own).
 _TRAINING_DEFAULTS = {
-    "epochs": (20.0, 2.0),
-    "batch_size": (32, 12),
-    "learning_rate": (1e-3, 1e-4),
-    "early_stopping_patience": (15, None),
-    "encoder_learning_rate": (None, 3e-5),
-    "weight_decay": (None, 1e-4),
-    "preset": (None, "forcereader"),
+    "epochs": (20.0, 2.0, 1.0),
+    "batch_size": (32, 12, 8),
+    "learning_rate": (1e-3, 1e-4, 5e-4),
+    "early_stopping_patience": (15, None, None),
+    "encoder_learning_rate": (None, 3e-5, None),
+    "weight_decay": (None, 1e-4, 0.01),
+    "preset": (None, "forcereader", None),
 }
 # Question-answering windows when none are given: the SQuAD standard, within what the model reads.
 DEFAULT_MAX_LENGTH = 384
@@ -107,6 +123,34 @@ _QA_TRAIN_OPTIONS = {
     "max_length": "--max-length", "doc_stride": "--doc-stride", "encoder_learning_rate": "--encoder-learning-rate",
     "weight_decay": "--weight-decay", "max_steps": "--max-steps",
 }
+# `train` options of GPT2E only: entity language modelling on CoNLL-2012 coreference files.
+_LM_TRAIN_OPTIONS = {
+    "conll": "--conll", "tokenizer": "--tokenizer", "window_length": "--window-length",
+    "validation_books": "--validation-books", "test_books": "--test-books", "split_seed": "--split-seed",
+    "n_layer": "--n-layer", "n_embd": "--n-embd", "n_head": "--n-head", "max_entities": "--max-entities",
+}
+# `train` options of the other models that GPT2E does not read (it shares --init-from with the coreference models,
+# and --max-steps and --weight-decay with ForceReader).
+_NOT_LM_TRAIN_OPTIONS = {
+    **{name: option for name, option in _COREFERENCE_TRAIN_OPTIONS.items() if name != "init_from"},
+    **{name: option for name, option in _QA_TRAIN_OPTIONS.items() if name not in ("max_steps", "weight_decay")},
+    "validation": "--validation", "max_train_rows": "--max-train-rows", "encoder": "--encoder", "dropout": "--dropout",
+}
+# GPT2E's architecture options: with --init-from the checkpoint has them already.
+_LM_ARCHITECTURE_OPTIONS = {"n_layer": "--n-layer", "n_embd": "--n-embd", "n_head": "--n-head"}
+# GPT2E config fields that other options set: the vocabulary comes from the tokenizer, the positions from the windows.
+_LM_DERIVED_FIELDS = ("vocab_size", "n_positions")
+# The book split of CoNLL documents into train / validation / test (`load_litbank_entity_lm`), and its defaults.
+_BOOK_SPLIT_OPTIONS = {
+    "validation_books": "--validation-books", "test_books": "--test-books", "split_seed": "--split-seed",
+}
+DEFAULT_HELD_OUT_BOOKS = 8
+# Language-model windows when none are given (the GPT2E paper's), within what the model reads.
+DEFAULT_WINDOW_LENGTH = 512
+# The tokenizer of a fresh GPT2E when neither --tokenizer nor --init-from gives one: GPT-2's, from the Hub.
+DEFAULT_LM_TOKENIZER = "openai-community/gpt2"
+# The causal LMs that `evaluate` and `predict` read CoNLL / LAMBADA / prompts with.
+_LANGUAGE_MODEL_ARCHITECTURES = ("GPT2EForCausalLM", "GPT2LMHeadModel")
 # `evaluate` and `predict` options that only one kind of checkpoint reads.
 _QA_EVALUATE_OPTIONS = {
     "squad_version": "--squad-version", "predictions": "--predictions", "max_length": "--max-length",
@@ -122,6 +166,11 @@ _COREFERENCE_PREDICT_OPTIONS = {
     "pronoun": "--pronoun", "candidate": "--candidate", "mention_threshold": "--mention-threshold",
     "memory_plot": "--memory-plot",
 }
+_LM_EVALUATE_OPTIONS = {
+    "conll": "--conll", "lambada": "--lambada", "lambada_limit": "--lambada-limit", "window_length": "--window-length",
+    **_BOOK_SPLIT_OPTIONS,
+}
+_LM_PREDICT_OPTIONS = {"max_new_tokens": "--max-new-tokens", "coref_model": "--coref-model"}
 # The figures `predict --attention-figures` draws (the ForceReader paper's numbers), as `plot_attention_figures` names
 # them.
 _ATTENTION_FIGURES = tuple(f"figure_{number}.png" for number in (1, 3, 4, 5))
@@ -219,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``hf-entity`` with its four subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
-        description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader) "
-        "and the ForceReader question-answering model (SQuAD 1.1 / 2.0).",
+        description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader), "
+        "the ForceReader question-answering model (SQuAD 1.1 / 2.0) and the GPT2E entity language model (CoNLL "
+        "coreference files, LAMBADA).",
         epilog=f"Set {DEBUG_VARIABLE}=1 to get a traceback instead of a one-line error.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -235,17 +285,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "train",
-        help="train a coreference or question-answering model and save a checkpoint folder",
+        help="train a coreference, question-answering or entity language model and save a checkpoint folder",
         description="Train PeTra or the Referential Reader on GAP-format data, tune the decision threshold on "
         "validation and save model, tokenizer and model card to --output-dir. Both read the features of a frozen "
         "encoder (--encoder); the Referential Reader can instead read its own word embeddings (--incremental) and "
         "start from a saved checkpoint such as a pre-trained language model (--init-from). With --model forcereader, "
         "fine-tune ForceReader and its encoder on SQuAD 1.1 / 2.0 (--squad), validate on questions of other articles "
-        "and save the same kind of folder.",
+        "and save the same kind of folder. With --model gpt2e, train the GPT2E entity language model (fresh, or from "
+        "a GPT-2 or GPT2E checkpoint with --init-from) on CoNLL-2012 coreference files (--conll, e.g. LitBank), "
+        "split by book into training, validation and test books, and report the perplexity of the held-out books "
+        "with and without entity ids.",
+        epilog="Example (GPT2E): hf-entity train --model gpt2e --conll litbank/conll --tokenizer tokenizers/gpt2 "
+        "--n-layer 6 --n-embd 384 --n-head 6 --window-length 256 --epochs 3 --output-dir runs/gpt2e-litbank",
     )
     data = parser.add_argument_group(
         "data (coreference: either --train and --validation, or --synthetic; forcereader: --squad, optionally with "
-        "--validation)"
+        "--validation; gpt2e: --conll)"
     )
     data.add_argument(
         "--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows (coreference)"
@@ -292,12 +347,20 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
         "--max-validation-rows", type=_positive_int, metavar="N",
         help="forcereader: validate on the first N validation questions only (quick runs)",
     )
+    data.add_argument(
+        "--conll", metavar="DIR_OR_FILE",
+        help="gpt2e: CoNLL-2012 coreference files to train on (a .conll file or a folder of them, e.g. LitBank's "
+        "conll folder); their books are split into training, validation and test books (--validation-books, "
+        "--test-books, --split-seed), so that no book has windows on two sides",
+    )
+    _add_book_split_options(data, "gpt2e: ")
 
     model = parser.add_argument_group("model")
     model.add_argument(
         "--model", choices=sorted(_MODEL_CLASSES), default="petra",
-        help="model architecture: petra (PeTra) or refreader (Referential Reader), the coreference models, or "
-        "forcereader (ForceReader, extractive question answering on SQuAD); default: petra",
+        help="model architecture: petra (PeTra) or refreader (Referential Reader), the coreference models, "
+        "forcereader (ForceReader, extractive question answering on SQuAD), or gpt2e (GPT2E, a GPT-2 language model "
+        "that reads coreference entity ids, on CoNLL files); default: petra",
     )
     model.add_argument(
         "--preset", choices=_forcereader_presets(),
@@ -317,8 +380,22 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--init-from", metavar="CHECKPOINT",
         help="start from a saved checkpoint folder or Hub id of the same model (e.g. a language-model-pretrained "
-        "RefReaderForCausalLM) instead of a fresh model; its tokenizer is used when it has one saved, else the "
-        "--encoder's. Architecture options must match the checkpoint",
+        "RefReaderForCausalLM; for gpt2e a GPT-2 folder, GPT2LMHeadModel or GPT2Model, whose weights load into "
+        "GPT2E, or a GPT2E checkpoint) instead of a fresh model; its tokenizer is used when it has one saved, else "
+        "the --encoder's (gpt2e: --tokenizer comes first when given). Architecture options must match the checkpoint",
+    )
+    model.add_argument(
+        "--tokenizer", metavar="PATH_OR_ID",
+        help=f"gpt2e: the GPT-2 tokenizer (folder or Hub id; default: --init-from's when it has one saved, else "
+        f"{DEFAULT_LM_TOKENIZER} from the Hub); a fresh model's vocabulary is the tokenizer's",
+    )
+    model.add_argument("--n-layer", type=_positive_int, help="gpt2e: Entity-Transformer blocks (default: 12)")
+    model.add_argument("--n-embd", type=_positive_int, help="gpt2e: hidden size (default: 768)")
+    model.add_argument("--n-head", type=_positive_int, help="gpt2e: attention heads (default: 12)")
+    model.add_argument(
+        "--max-entities", type=_positive_int,
+        help="gpt2e: entities one document may have (the entity store's capacity; default: 256); a document with "
+        "more is refused",
     )
     model.add_argument(
         "--num-memory-cells", type=_positive_int,
@@ -342,22 +419,32 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
 
     training = parser.add_argument_group("training")
     training.add_argument(
-        "--epochs", type=_positive_float, help="training epochs (default: 20; forcereader: 2)"
+        "--epochs", type=_positive_float, help="training epochs (default: 20; forcereader: 2; gpt2e: 1)"
     )
-    training.add_argument("--batch-size", type=_positive_int, help="batch size (default: 32; forcereader: 12)")
+    training.add_argument(
+        "--batch-size", type=_positive_int,
+        help="batch size (default: 32; forcereader: 12; gpt2e: 8, documents read side by side)",
+    )
     training.add_argument(
         "--learning-rate", type=_positive_float,
-        help="AdamW rate (default: 1e-3); forcereader: the rate of its new layers (default: 1e-4)",
+        help="AdamW rate (default: 1e-3; gpt2e: 5e-4); forcereader: the rate of its new layers (default: 1e-4)",
     )
     training.add_argument(
         "--encoder-learning-rate", type=_positive_float,
         help="forcereader: AdamW rate of the pretrained encoder (default: 3e-5)",
     )
     training.add_argument(
-        "--weight-decay", type=_non_negative_float, help="forcereader: AdamW weight decay (default: 1e-4)"
+        "--weight-decay", type=_non_negative_float,
+        help="forcereader, gpt2e: AdamW weight decay (default: forcereader 1e-4, gpt2e 0.01)",
     )
     training.add_argument(
-        "--max-steps", type=_positive_int, help="forcereader: stop after this many optimizer steps (overrides --epochs)"
+        "--max-steps", type=_positive_int,
+        help="forcereader, gpt2e: stop after this many optimizer steps (overrides --epochs)",
+    )
+    training.add_argument(
+        "--window-length", type=_positive_int,
+        help=f"gpt2e: tokens per window (default: {DEFAULT_WINDOW_LENGTH}, or --init-from's positions if fewer); a "
+        "fresh model gets as many positions. Documents are read window after window, entity states carried on",
     )
     training.add_argument(
         "--max-length", type=_positive_int,
@@ -394,18 +481,30 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
 def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "evaluate",
-        help="GAP scores of a coreference checkpoint, or SQuAD scores of a question-answering one",
+        help="GAP scores of a coreference checkpoint, SQuAD scores of a question-answering one, or the perplexity "
+        "of a language model",
         description="Score a coreference checkpoint on GAP-format rows at its stored threshold "
         "(config.coref_threshold), or a question-answering checkpoint (ForceReader or any "
         "AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
-        "EM / F1 (SQuAD 2.0: also HasAns / NoAns and the best thresholds, at config.null_score_diff_threshold).",
+        "EM / F1 (SQuAD 2.0: also HasAns / NoAns and the best thresholds, at config.null_score_diff_threshold). A "
+        "language model (GPT2E, or a plain GPT-2 GPT2LMHeadModel) is scored on CoNLL-2012 documents (--conll: "
+        "perplexity, for GPT2E with and without entity ids) and / or on LAMBADA (--lambada: perplexity of the last "
+        "word and last-word accuracy).",
+        epilog="Example (GPT2E): hf-entity evaluate runs/gpt2e-litbank --conll litbank/conll --split test "
+        "--lambada lambada_test.jsonl --lambada-limit 500",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     parser.add_argument(
-        "gap_file", metavar="DATA_FILE",
-        help="GAP TSV file (coreference), SQuAD JSON / .json.gz file (question answering), or Hub dataset id",
+        "gap_file", metavar="DATA_FILE", nargs="?",
+        help="GAP TSV file (coreference), SQuAD JSON / .json.gz file (question answering), or Hub dataset id; a "
+        "language model reads --conll / --lambada instead",
     )
-    parser.add_argument("--split", help="split of a Hub dataset (question answering: default validation)")
+    parser.add_argument(
+        "--split",
+        help="split of a Hub dataset (question answering: default validation); language model: the held-out books "
+        "of --conll to score (validation or test, split like `train` does with --validation-books, --test-books, "
+        "--split-seed; default: every document)",
+    )
     parser.add_argument(
         "--sweep", action="store_true", help="coreference: also report the best threshold in 0.00..0.99"
     )
@@ -431,8 +530,28 @@ def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
         "--predictions", metavar="JSON",
         help="question answering: also write the answers as the official SQuAD scorer reads them ({id: answer})",
     )
+    language_model = parser.add_argument_group("language model (GPT2E or GPT-2 checkpoints)")
+    language_model.add_argument(
+        "--conll", metavar="DIR_OR_FILE",
+        help="CoNLL-2012 coreference files (a .conll file or a folder): perplexity over whole documents, read window "
+        "after window; for GPT2E with the gold entity ids and with them zeroed",
+    )
+    language_model.add_argument(
+        "--window-length", type=_positive_int,
+        help=f"tokens per window (default: {DEFAULT_WINDOW_LENGTH}, or the model's positions if fewer)",
+    )
+    _add_book_split_options(language_model, "with --split: ")
+    language_model.add_argument(
+        "--lambada", metavar="JSONL",
+        help='LAMBADA texts, one {"text": ...} per line: perplexity of the last word and last-word accuracy (no '
+        "entity ids)",
+    )
+    language_model.add_argument(
+        "--lambada-limit", type=_positive_int, metavar="N", help="score the first N LAMBADA texts only"
+    )
     parser.add_argument(
-        "--batch-size", type=_positive_int, default=32, help="rows (windows) per forward pass (default: 32)"
+        "--batch-size", type=_positive_int, default=32,
+        help="rows (windows; language model: documents) per forward pass (default: 32)",
     )
     parser.add_argument("--output", help="also write the JSON result to this file")
     _add_overwrite_option(parser)
@@ -443,19 +562,35 @@ def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
 def _add_predict_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "predict",
-        help="entities of a text, a pronoun query, predictions for a GAP file, or the answer to a question",
+        help="entities of a text, a pronoun query, predictions for a GAP file, the answer to a question, or the "
+        "continuation of a prompt",
         description="Run pipeline('coreference'): --text alone prints the entity clusters; --text with --pronoun "
         "and --candidate prints the link probabilities and decisions; --gap-file writes ID, A-coref, B-coref "
         "rows (the official GAP scorer's system format: tab separated, no header). For a question-answering "
         "checkpoint, run pipeline('question-answering'): --question with --context prints the answer(s) as JSON "
         "({answer, start, end, score}, with context[start:end] == answer); --attention-figures also draws "
-        "ForceReader's attention (the paper's Figures 1 and 3-5).",
+        "ForceReader's attention (the paper's Figures 1 and 3-5). For a language model (GPT2E or GPT-2), --prompt "
+        "prints the greedy continuation as JSON; GPT2E reads the prompt's entity ids from a coreference checkpoint "
+        "(--coref-model) and prints the clusters it used, or reads no entities without one.",
+        epilog='Example (GPT2E): hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" '
+        "--max-new-tokens 20 --coref-model runs/petra-people",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to read (coreference)")
     source.add_argument("--gap-file", help="GAP TSV file or Hub dataset id to predict (coreference)")
     source.add_argument("--question", help="the question to answer from --context (question answering)")
+    source.add_argument("--prompt", help="the text to continue (language model)")
+    language_model = parser.add_argument_group("language model (with --prompt)")
+    language_model.add_argument(
+        "--max-new-tokens", type=_positive_int, help="tokens to generate after the prompt (default: 30)"
+    )
+    language_model.add_argument(
+        "--coref-model", metavar="CHECKPOINT",
+        help="GPT2E: a coreference checkpoint (PeTra or Referential Reader folder or Hub id) whose "
+        "pipeline('coreference') finds the prompt's entities; their clusters become the prompt's entity ids "
+        "(--mention-threshold applies). Without it every token reads the no-entity id",
+    )
     qa = parser.add_argument_group("question answering (with --question)")
     qa.add_argument("--context", help="the passage that holds the answer (any length: it is read in windows)")
     qa.add_argument("--top-k", type=_positive_int, help="print the K best distinct answers, best first (default: 1)")
@@ -497,7 +632,8 @@ def _add_predict_parser(commands: argparse._SubParsersAction) -> None:
         help="character span of a candidate name in --text (repeat for every candidate)",
     )
     coreference.add_argument(
-        "--mention-threshold", type=float, help="write probability that makes a token a mention (default 0.5)"
+        "--mention-threshold", type=float,
+        help="write probability that makes a token a mention (default 0.5; also for --coref-model)",
     )
     coreference.add_argument(
         "--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG"
@@ -528,10 +664,34 @@ def _add_push_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_push)
 
 
+def _add_book_split_options(group: argparse._ArgumentGroup, applies: str) -> None:
+    """--validation-books, --test-books and --split-seed: how CoNLL documents are split by book
+    (`load_litbank_entity_lm`)."""
+    group.add_argument(
+        "--validation-books", type=_non_negative_int, metavar="N",
+        help=f"{applies}books held out for validation (default: {DEFAULT_HELD_OUT_BOOKS})",
+    )
+    group.add_argument(
+        "--test-books", type=_non_negative_int, metavar="N",
+        help=f"{applies}books held out for test, never trained or selected on (default: {DEFAULT_HELD_OUT_BOOKS})",
+    )
+    group.add_argument(
+        "--split-seed", type=int, metavar="SEED",
+        help=f"{applies}seed of the shuffle that assigns books to the splits (default: 0; independent of --seed)",
+    )
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return number
 
 
@@ -577,6 +737,7 @@ def _json_object(value: str) -> dict[str, Any]:
 def _model_classes() -> dict[str, type]:
     """Architectures `train` can build, by the name given to --model."""
     from .models.forcereader import ForceReaderForQuestionAnswering
+    from .models.gpt2e import GPT2EForCausalLM
     from .models.petra import PetraForCoreference
     from .models.refreader import RefReaderForCoreference
 
@@ -584,6 +745,7 @@ def _model_classes() -> dict[str, type]:
         "petra": PetraForCoreference,
         "refreader": RefReaderForCoreference,
         "forcereader": ForceReaderForQuestionAnswering,
+        "gpt2e": GPT2EForCausalLM,
     }
 
 
@@ -599,6 +761,8 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = _config_overrides(args)
     if args.model == QA_MODEL:
         return _train_question_answering(args, overrides)
+    if args.model == LM_MODEL:
+        return _train_language_model(args, overrides)
     train_rows, validation_rows, dataset_id = _training_data(args)
     set_seed(args.seed)
     model, tokenizer = _build_model(args, overrides)
@@ -727,6 +891,21 @@ def _encoder_location(encoder: str | None) -> str:
 
 def _check_model_options(args: argparse.Namespace) -> None:
     """Refuse options that the chosen --model does not have, before any data or weights are loaded."""
+    if args.model == LM_MODEL:
+        given = _given_options(args, _NOT_LM_TRAIN_OPTIONS)
+        if given:
+            raise CliError(
+                f"{' and '.join(given)} do not apply to --model gpt2e; GPT2E trains on CoNLL coreference files: give "
+                "--conll DIR_OR_FILE (and optionally --tokenizer, --init-from a GPT-2 or GPT2E checkpoint)."
+            )
+        return
+    given = _given_options(args, _LM_TRAIN_OPTIONS)
+    if given:
+        data = "SQuAD (--squad)" if args.model == QA_MODEL else "GAP (--train/--validation or --synthetic)"
+        raise CliError(
+            f"{' and '.join(given)} only apply to --model gpt2e (entity language modelling on CoNLL coreference "
+            f"files); the {_MODEL_NAMES[args.model]} trains on {data}."
+        )
     if args.model == QA_MODEL:
         given = _given_options(args, _COREFERENCE_TRAIN_OPTIONS)
         if given:
@@ -765,6 +944,10 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = dict(args.config_overrides)
     if args.model == QA_MODEL:
         explicit = {"classifier_dropout": args.dropout}
+    elif args.model == LM_MODEL:
+        explicit = {
+            "n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "max_entities": args.max_entities
+        }
     else:
         explicit = {
             "num_memory_cells": args.num_memory_cells,
@@ -779,10 +962,13 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if unknown:
         # The model's own fields; the generic ones of every transformers config are accepted but not listed.
         own = sorted(known - {field.name for field in dataclasses.fields(PreTrainedConfig)})
+        origin = "" if args.model == LM_MODEL else " (the encoder's config comes from --encoder)"
         raise CliError(
             f"--config-overrides has unknown field(s) {unknown} for --model {args.model}; "
-            f"{config_class.__name__} fields are {own} (the encoder's config comes from --encoder)."
+            f"{config_class.__name__} fields are {own}{origin}."
         )
+    if args.model == LM_MODEL:
+        _refuse_fields(overrides, _LM_DERIVED_FIELDS, "they come from --tokenizer and --window-length")
     if args.incremental and args.init_from is None:
         _refuse_fields(overrides, _TOKENIZER_FIELDS, "with --incremental they come from the --encoder's tokenizer")
         _refuse_fields(overrides, _ENCODER_FIELDS, "an --incremental reader has no encoder")
@@ -833,13 +1019,7 @@ def _model_from_checkpoint(args: argparse.Namespace, model_class: type, override
             f"--incremental was given, but --init-from {location} reads encoder features; drop --incremental (the "
             "checkpoint decides the mode)."
         )
-    tokenizer = None
-    if Path(location).is_dir():
-        if any((Path(location) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
-            tokenizer = _fast_tokenizer(AutoTokenizer, location)
-    else:
-        with contextlib.suppress(OSError, ValueError):  # a Hub repo without a tokenizer
-            tokenizer = _fast_tokenizer(AutoTokenizer, location)
+    tokenizer = _saved_tokenizer(location)
     if tokenizer is None:
         tokenizer = _fast_tokenizer(AutoTokenizer, _encoder_location(args.encoder))
     vocab_size = encoder_config.vocab_size if encoder_config is not None else stored.vocab_size
@@ -855,6 +1035,19 @@ def _model_from_checkpoint(args: argparse.Namespace, model_class: type, override
         if changed else None
     )
     return _load_model(model_class, location, advice, **overrides), tokenizer
+
+
+def _saved_tokenizer(location: str):
+    """The fast tokenizer saved with a checkpoint folder or Hub repository, or None when it has none."""
+    from transformers import AutoTokenizer
+
+    if Path(location).is_dir():
+        if any((Path(location) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+            return _fast_tokenizer(AutoTokenizer, location)
+        return None
+    with contextlib.suppress(OSError, ValueError):  # a Hub repo without a tokenizer
+        return _fast_tokenizer(AutoTokenizer, location)
+    return None
 
 
 def _fast_tokenizer(auto_tokenizer: Any, location: str):
@@ -903,7 +1096,7 @@ def _given_options(args: argparse.Namespace, options: dict[str, str]) -> list[st
 
 def _fill_training_defaults(args: argparse.Namespace) -> None:
     """Options left out take the default of the chosen model's task (`_TRAINING_DEFAULTS`)."""
-    task = 1 if args.model == QA_MODEL else 0
+    task = {QA_MODEL: 1, LM_MODEL: 2}.get(args.model, 0)
     for name, defaults in _TRAINING_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, defaults[task])
@@ -1158,14 +1351,287 @@ def _squad_score_lines(split: str, evaluation: Any, questions: int, articles: in
     return lines
 
 
+# ------------------------------------------------------------------------------------- train: language modelling
+# Display names of the perplexities recorded in the config (the model card's results table).
+_LM_METRIC_NAMES = {
+    "perplexity": "Perplexity (with entity ids)",
+    "perplexity_without_entities": "Perplexity (entity ids zeroed)",
+}
+
+
+def _train_language_model(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """``hf-entity train --model gpt2e``: train GPT2E on the training books of --conll, report the perplexity of the
+    validation and test books with and without entity ids, record it in the config and save model + tokenizer +
+    card. Nothing is selected on the held-out books: the checkpoint is the model after the last training step."""
+    from transformers import set_seed
+
+    from .tasks.language_modeling import (
+        build_entity_lm_trainer,
+        entity_lm_training_arguments,
+        evaluate_entity_lm,
+        load_litbank_entity_lm,
+    )
+
+    if args.conll is None:
+        raise CliError(
+            "no training data: --model gpt2e trains on CoNLL-2012 coreference files; pass --conll DIR_OR_FILE (a "
+            ".conll file or a folder of them, e.g. LitBank's conll folder)."
+        )
+    validation_books, test_books, split_seed = _book_split(args)
+    stored = _language_model_init_config(args.init_from, overrides) if args.init_from is not None else None
+    tokenizer = _language_model_tokenizer(args)
+    window_length = _window_length(
+        args.window_length, None if stored is None else stored.n_positions, f"--init-from {args.init_from}"
+    )
+    config = None if stored is not None else _fresh_gpt2e_config(tokenizer, window_length, overrides)
+    # The documents are read (bad brackets, too few books) before any weights are built or loaded.
+    _check_book_split(args.conll, validation_books, test_books)
+    set_seed(args.seed)
+    model = _build_language_model(args, config, overrides)
+    if args.tokenizer is not None:
+        tokenizer_source = f"--tokenizer {args.tokenizer}"
+    else:
+        tokenizer_source = f"--init-from {args.init_from}" if args.init_from is not None else DEFAULT_LM_TOKENIZER
+    _check_tokenizer_fits(tokenizer, model, tokenizer_source)
+    splits = load_litbank_entity_lm(
+        args.conll, tokenizer, window_length, validation_books=validation_books, test_books=test_books,
+        seed=split_seed, max_entities=model.config.max_entities,
+    )
+    print(
+        "CoNLL: " + ", ".join(
+            f"{split} {_split_books(windows)} book(s) ({len(set(windows['document_id']))} documents, {len(windows)} "
+            f"windows of up to {window_length} tokens)" for split, windows in splits.items()
+        ),
+        file=sys.stderr,
+    )
+    training_documents = len(set(splits["train"]["document_id"]))
+    if args.batch_size > training_documents:
+        raise CliError(
+            f"--batch-size {args.batch_size} is more than the {training_documents} training document(s): a batch reads "
+            "different documents side by side (their entity states carry over from window to window); lower "
+            "--batch-size, or hold out fewer books."
+        )
+    output_dir = Path(args.output_dir)
+    steps = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    with _trainer_folder(args.trainer_dir) as trainer_dir:
+        training_arguments = entity_lm_training_arguments(
+            trainer_dir, batch_size=args.batch_size, num_train_epochs=args.epochs, learning_rate=args.learning_rate,
+            seed=args.seed, weight_decay=args.weight_decay, **steps,
+        )
+        trainer = build_entity_lm_trainer(model, tokenizer, splits["train"], training_arguments)
+        trainer.train()
+    model = trainer.model
+    held_out = {
+        split: evaluate_entity_lm(model, splits[split], batch_size=args.batch_size)
+        for split in ("validation", "test") if split in splits
+    }
+    dataset, dataset_name = _conll_dataset(args.conll)
+    for split, scores in held_out.items():
+        for metric, value in scores.items():
+            if math.isfinite(value):  # an overflowing perplexity is not a result
+                model.config.record_evaluation(
+                    "text-generation", dataset, split, metric, round(float(value), 4), dataset_name=dataset_name,
+                    metric_name=_LM_METRIC_NAMES.get(metric),
+                )
+    selection = (
+        f"nothing was selected on the held-out books: the checkpoint is the model after its last training step "
+        f"({trainer.state.global_step} steps on {_split_books(splits['train'])} training book(s)); compare runs on "
+        "the validation books, and keep the test books for the final report"
+    )
+    report: dict[str, Any] = {
+        "checkpoint": str(output_dir),
+        "conll": args.conll,
+        "init_from": args.init_from,
+        "window_length": window_length,
+        "split_seed": split_seed,
+        "steps": trainer.state.global_step,
+        "selection": selection,
+    }
+    for split, windows in splits.items():
+        report[split] = {
+            "books": sorted(_book_names(windows)), "documents": len(set(windows["document_id"])),
+            "windows": len(windows), **held_out.get(split, {}),
+        }
+    with _replacing_folder(output_dir) as staging:
+        model.save_pretrained(staging)
+        # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
+        model.create_model_card(str(output_dir)).save(staging / "README.md")
+        tokenizer.save_pretrained(staging)
+        _write_json(staging / TRAIN_REPORT, _json_safe(report))
+    for split, scores in held_out.items():
+        print(_perplexity_line(split, scores, splits[split], window_length))
+    if not held_out:
+        print("no held-out books (--validation-books 0 --test-books 0): no perplexity to report")
+    print(selection)
+    print(f"checkpoint saved to {output_dir}")
+    return 0
+
+
+def _book_split(args: argparse.Namespace) -> tuple[int, int, int]:
+    """--validation-books, --test-books, --split-seed, with their defaults."""
+    validation_books = DEFAULT_HELD_OUT_BOOKS if args.validation_books is None else args.validation_books
+    test_books = DEFAULT_HELD_OUT_BOOKS if args.test_books is None else args.test_books
+    return validation_books, test_books, 0 if args.split_seed is None else args.split_seed
+
+
+def _check_book_split(conll: str, validation_books: int, test_books: int) -> None:
+    """--conll reads (a bracket error names its file and line), and has books left for training after the held-out
+    ones."""
+    from .tasks.language_modeling import read_conll_coreference
+
+    books = len({document.name for document in read_conll_coreference(conll)})
+    if validation_books + test_books >= books:
+        raise CliError(
+            f"--conll {conll} has {books} book(s), too few for {validation_books} validation and {test_books} test "
+            "book(s) and at least one training book; lower --validation-books / --test-books."
+        )
+
+
+def _language_model_init_config(location: str, overrides: dict[str, Any]) -> Any:
+    """The config of --init-from for GPT2E: a GPT-2 or GPT2E checkpoint, whose architecture the options keep."""
+    from transformers import AutoConfig
+
+    if not Path(location).exists() and not _HUB_ID.match(location):
+        raise CliError(f"--init-from checkpoint {location} does not exist; pass a folder written by save_pretrained.")
+    stored = AutoConfig.from_pretrained(location)
+    if stored.model_type not in ("gpt2", "gpt2e"):
+        raise CliError(
+            f"--init-from {location} holds a {stored.model_type!r} model, but --model gpt2e needs a 'gpt2' or 'gpt2e' "
+            "checkpoint (a GPT2LMHeadModel or GPT2Model folder, or one written by `train --model gpt2e`); pick the "
+            "matching --model, or drop --init-from to train a fresh GPT2E."
+        )
+    changed = [
+        option for name, option in _LM_ARCHITECTURE_OPTIONS.items()
+        if name in overrides and getattr(stored, name, None) != overrides[name]
+    ]
+    if changed:
+        raise CliError(
+            f"{' and '.join(changed)} differ from --init-from {location} ({stored.n_layer} layers, {stored.n_embd} "
+            f"wide, {stored.n_head} heads); the checkpoint decides the architecture: drop them."
+        )
+    return stored
+
+
+def _language_model_tokenizer(args: argparse.Namespace):
+    """--tokenizer, else the one saved with --init-from, else GPT-2's from the Hub."""
+    from transformers import AutoTokenizer
+
+    if args.tokenizer is not None:
+        return _fast_tokenizer(AutoTokenizer, args.tokenizer)
+    if args.init_from is not None:
+        saved = _saved_tokenizer(args.init_from)
+        if saved is not None:
+            return saved
+    try:
+        return _fast_tokenizer(AutoTokenizer, DEFAULT_LM_TOKENIZER)
+    except OSError as error:
+        where = f" and --init-from {args.init_from} has none saved" if args.init_from is not None else ""
+        raise CliError(
+            f"no --tokenizer given{where}, and GPT-2's tokenizer {DEFAULT_LM_TOKENIZER} cannot be loaded from the Hub "
+            f"({_one_line(error)}); pass --tokenizer PATH, a folder with GPT-2's tokenizer.json."
+        ) from error
+
+
+def _window_length(requested: int | None, positions: int | None, model_option: str) -> int:
+    """Tokens per language-model window: the given number, checked against what the model reads, or the default
+    (512, within the model's positions). Longer documents are read window after window, so nothing is cut."""
+    if requested is None:
+        return DEFAULT_WINDOW_LENGTH if positions is None else min(DEFAULT_WINDOW_LENGTH, positions)
+    if requested < 2:
+        raise CliError(f"--window-length {requested} is too short: a window predicts its tokens after the first.")
+    if positions is not None and requested > positions:
+        raise CliError(
+            f"--window-length {requested} is longer than the {positions} positions that the {model_option} model "
+            f"reads; use --window-length {positions} or less (documents are read window after window anyway)."
+        )
+    return requested
+
+
+def _fresh_gpt2e_config(tokenizer: Any, window_length: int, overrides: dict[str, Any]) -> Any:
+    """The config of a fresh GPT2E: the tokenizer's vocabulary, as many positions as a window, the options on top;
+    checked before any data is read."""
+    from .models.gpt2e import GPT2EConfig
+
+    try:
+        config = GPT2EConfig(
+            vocab_size=len(tokenizer), n_positions=window_length, bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, **overrides,
+        )
+    except (ValueError, TypeError) as error:
+        raise CliError(f"{overrides} is not a valid GPT2E config: {_one_line(error)}") from error
+    if config.n_embd % config.n_head:
+        raise CliError(
+            f"--n-embd {config.n_embd} is not a multiple of --n-head {config.n_head}: the attention splits the hidden "
+            "size over the heads."
+        )
+    return config
+
+
+def _build_language_model(args: argparse.Namespace, config: Any, overrides: dict[str, Any]):
+    """A fresh GPT2E from `config`, or --init-from's weights (a GPT-2 checkpoint maps into GPT2E, whose entity
+    attention starts at zero)."""
+    from .models.gpt2e import GPT2EForCausalLM
+
+    if config is not None:
+        return GPT2EForCausalLM(config)
+    advice = (
+        f"the options {sorted(overrides)} change the shapes of weights stored in --init-from {args.init_from}; with a "
+        "checkpoint only fields that keep its architecture (e.g. max_entities, dropout) can be overridden."
+        if overrides else None
+    )
+    return _load_model(GPT2EForCausalLM, args.init_from, advice, **overrides)
+
+
+def _conll_dataset(conll: str) -> tuple[str, str | None]:
+    """Id and display name that the held-out perplexities are recorded under (the model card shows them)."""
+    path = Path(conll)
+    if any("litbank" in part.lower() for part in path.parts):
+        return "litbank", "LitBank"
+    return path.stem or "conll", None
+
+
+def _book_names(windows: Any) -> set[str]:
+    """The books of a `load_litbank_entity_lm` split (a document is "book; part N")."""
+    from .tasks.language_modeling import entity_lm_document_names
+
+    return {name.rsplit("; part ", 1)[0] for name in entity_lm_document_names(windows)}
+
+
+def _split_books(windows: Any) -> int:
+    return len(_book_names(windows))
+
+
+def _perplexity_line(split: str, scores: dict[str, float], windows: Any, window_length: int) -> str:
+    """One line per held-out split: the perplexity with entity ids and, for GPT2E, with them zeroed."""
+    line = f"{split} perplexity {scores['perplexity']:.2f}"
+    if "perplexity_without_entities" in scores:
+        line += f" with entities, {scores['perplexity_without_entities']:.2f} without (entity ids zeroed)"
+    return (
+        f"{line}; {_split_books(windows)} book(s), {len(set(windows['document_id']))} document(s), {len(windows)} "
+        f"windows of up to {window_length} tokens"
+    )
+
+
+
 # ------------------------------------------------------------------------------------------------ evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
-    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), or the official
-    SQuAD scores of a question-answering checkpoint, as JSON."""
+    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), the official SQuAD
+    scores of a question-answering checkpoint, or the perplexities of a language model, as JSON."""
     from .tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
 
-    inputs = [Path(args.gap_file), *_checkpoint_inputs(args.checkpoint)]
+    data_files = [source for source in (args.gap_file, args.conll, args.lambada) if source is not None]
+    inputs = [*(Path(source) for source in data_files), *_checkpoint_inputs(args.checkpoint)]
     _check_output_file(args.output, "--output", args.overwrite, inputs)
+    language_model = _language_model_architecture(args.checkpoint)
+    if language_model is not None:
+        return _evaluate_language_model(args, language_model)
+    _refuse_language_model_options(args, _LM_EVALUATE_OPTIONS)
+    if args.gap_file is None:
+        _require_checkpoint(args.checkpoint)
+        raise CliError(
+            f"give the DATA_FILE to score {args.checkpoint} on: a GAP TSV file (coreference), a SQuAD JSON file "
+            "(question answering) or a Hub dataset id."
+        )
     if _question_answering_architecture(args.checkpoint) is not None:
         return _evaluate_question_answering(args, inputs)
     _refuse_question_answering_options(args, _QA_EVALUATE_OPTIONS)
@@ -1238,6 +1704,104 @@ def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -
     return 0
 
 
+def _evaluate_language_model(args: argparse.Namespace, architecture: str) -> int:
+    """``hf-entity evaluate`` of a language model (GPT2E or GPT-2): perplexity over the documents of --conll (GPT2E:
+    with the gold entity ids and with them zeroed) and / or LAMBADA perplexity and last-word accuracy, as JSON."""
+    from .tasks.language_modeling import lambada_examples, lambada_scores, read_lambada
+
+    checkpoint = args.checkpoint
+    if args.gap_file is not None:
+        raise CliError(
+            f"{checkpoint} is a language model ({architecture}): give its data with --conll DIR_OR_FILE and / or "
+            f"--lambada FILE, not as DATA_FILE ({args.gap_file})."
+        )
+    if args.sweep:
+        raise CliError(
+            f"--sweep tunes the threshold of a coreference model, but {checkpoint} is a language model "
+            f"({architecture}); drop --sweep."
+        )
+    _refuse_question_answering_options(args, _QA_EVALUATE_OPTIONS)
+    if args.conll is None and args.lambada is None:
+        raise CliError(
+            f"nothing to score: {checkpoint} is a language model ({architecture}); pass --conll DIR_OR_FILE "
+            "(perplexity on CoNLL-2012 documents) and / or --lambada FILE (LAMBADA)."
+        )
+    conll_options = _given_options(
+        args, {"split": "--split", "window_length": "--window-length", **_BOOK_SPLIT_OPTIONS}
+    )
+    if args.conll is None and conll_options:
+        raise CliError(
+            f"{' and '.join(conll_options)} apply to the CoNLL documents; add --conll DIR_OR_FILE or drop them."
+        )
+    split_options = _given_options(args, _BOOK_SPLIT_OPTIONS)
+    if split_options and args.split is None:
+        raise CliError(
+            f"{' and '.join(split_options)} choose the held-out books of --split; add --split validation or --split "
+            "test (the books `train` held out with the same options), or drop them to score every document of --conll."
+        )
+    if args.split is not None and args.split not in ("validation", "test"):
+        raise CliError(
+            f"--split {args.split}: a language model is scored on the validation or test books of --conll (--split "
+            "validation or --split test), or on every document (no --split)."
+        )
+    if args.lambada_limit is not None and args.lambada is None:
+        raise CliError("--lambada-limit applies to --lambada; add --lambada FILE or drop it.")
+    model, tokenizer = _load_language_model(checkpoint)
+    result: dict[str, Any] = {"checkpoint": checkpoint, "model": architecture}
+    if args.conll is not None:
+        result.update(_conll_perplexities(model, tokenizer, args))
+    if args.lambada is not None:
+        texts = read_lambada(args.lambada)[: args.lambada_limit]
+        scores = lambada_scores(model, lambada_examples(texts, tokenizer), batch_size=args.batch_size)
+        result.update(
+            lambada_file=args.lambada, lambada_examples=scores.examples, lambada_perplexity=scores.perplexity,
+            lambada_accuracy=scores.accuracy,
+        )
+    result = _json_safe(result)
+    print(json.dumps(result, indent=2))
+    if args.output:
+        _write_json(Path(args.output), result)
+    return 0
+
+
+def _conll_perplexities(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Perplexity of the model over every document of --conll, or over the --split books of the book split."""
+    from .tasks.language_modeling import (
+        entity_lm_windows,
+        evaluate_entity_lm,
+        load_litbank_entity_lm,
+        read_conll_coreference,
+        reads_entities,
+    )
+
+    window_length = _window_length(args.window_length, getattr(model.config, "n_positions", None), "checkpoint's")
+    max_entities = model.config.max_entities if reads_entities(model) else None
+    if args.split is None:
+        documents = read_conll_coreference(args.conll)
+        windows = entity_lm_windows(documents, tokenizer, window_length, max_entities=max_entities)
+        books = len({document.name for document in documents})
+    else:
+        validation_books, test_books, split_seed = _book_split(args)
+        _check_book_split(args.conll, validation_books, test_books)
+        splits = load_litbank_entity_lm(
+            args.conll, tokenizer, window_length, validation_books=validation_books, test_books=test_books,
+            seed=split_seed, max_entities=max_entities,
+        )
+        if args.split not in splits:
+            raise CliError(f"--split {args.split}: --{args.split}-books is 0, so no book is held out for it.")
+        windows = splits[args.split]
+        books = _split_books(windows)
+    return {
+        "conll": args.conll,
+        "split": args.split or "all",
+        "books": books,
+        "documents": len(set(windows["document_id"])),
+        "windows": len(windows),
+        "window_length": window_length,
+        **evaluate_entity_lm(model, windows, batch_size=args.batch_size),
+    }
+
+
 def _model_positions(model: Any) -> int | None:
     """How many positions a question-answering model reads: its encoder's (ForceReader) or its own (BERT)."""
     config = getattr(model.config, "encoder_config", None) or model.config
@@ -1255,6 +1819,35 @@ def _refuse_question_answering_options(args: argparse.Namespace, options: dict[s
         f"{' and '.join(given)} only apply to question-answering checkpoints, but {args.checkpoint} is "
         f"{_checkpoint_kind(args.checkpoint)}; drop them."
     )
+
+
+def _refuse_language_model_options(args: argparse.Namespace, options: dict[str, str]) -> None:
+    """Options of language-model checkpoints given for another checkpoint: one line naming them."""
+    given = _given_options(args, options)
+    if not given:
+        return
+    _require_checkpoint(args.checkpoint)
+    raise CliError(
+        f"{' and '.join(given)} only apply to language-model checkpoints (GPT2E, GPT-2), but {args.checkpoint} is "
+        f"{_checkpoint_kind(args.checkpoint)}; drop them."
+    )
+
+
+def _language_model_architecture(checkpoint: str) -> str | None:
+    """The causal-LM class that a checkpoint's config.json names (GPT2EForCausalLM, GPT2LMHeadModel), else None."""
+    architectures = _stored_config(checkpoint).get("architectures") or []
+    return next((name for name in architectures if name in _LANGUAGE_MODEL_ARCHITECTURES), None)
+
+
+def _load_language_model(checkpoint: str):
+    """Model (GPT2E or GPT-2, in evaluation mode) and fast tokenizer of a language-model checkpoint."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _require_checkpoint(checkpoint)
+    model = _load_model(AutoModelForCausalLM, checkpoint)
+    tokenizer = _fast_tokenizer(AutoTokenizer, checkpoint)
+    _check_tokenizer_fits(tokenizer, model, checkpoint)
+    return model.eval(), tokenizer
 
 
 def _require_checkpoint(checkpoint: str) -> None:
@@ -1473,8 +2066,14 @@ def run_predict(args: argparse.Namespace) -> int:
     """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file; the answer to
     --question for a question-answering checkpoint."""
     inputs = [*([Path(args.gap_file)] if args.gap_file is not None else []), *_checkpoint_inputs(args.checkpoint)]
+    if args.coref_model is not None:
+        inputs += _checkpoint_inputs(args.coref_model)
     _check_output_file(args.output, "--output", args.overwrite, inputs)
     _check_output_file(args.memory_plot, "--memory-plot", args.overwrite, inputs)
+    language_model = _language_model_architecture(args.checkpoint)
+    if args.prompt is not None or language_model is not None:
+        return _predict_language_model(args, language_model)
+    _refuse_language_model_options(args, _LM_PREDICT_OPTIONS)
     architecture = _question_answering_architecture(args.checkpoint)
     if args.question is not None or architecture is not None:
         return _predict_question_answering(args, architecture, inputs)
@@ -1557,6 +2156,111 @@ def _predict_question_answering(args: argparse.Namespace, architecture: str | No
         print(f"attention figures written: {', '.join(str(path) for path in written)}", file=sys.stderr)
     _emit(json.dumps(answer, indent=2), args.output)
     return 0
+
+
+def _predict_language_model(args: argparse.Namespace, architecture: str | None) -> int:
+    """``hf-entity predict --prompt TEXT``: the greedy continuation as JSON. GPT2E reads the prompt's entity ids from
+    the clusters that --coref-model's pipeline('coreference') finds, or no entities without it."""
+    import torch
+
+    from .tasks.language_modeling import entity_ids_from_text, reads_entities
+
+    checkpoint = args.checkpoint
+    if args.prompt is None:
+        raise CliError(
+            f"{checkpoint} is a language model ({architecture}): give it a text to continue with --prompt TEXT "
+            "(--text, --gap-file and --question are for coreference and question-answering models)."
+        )
+    if architecture is None and _stored_config(checkpoint):
+        raise CliError(
+            f"--prompt continues a text with a language model, but {checkpoint} is {_checkpoint_kind(checkpoint)}; "
+            "use --text or --gap-file with a coreference model, --question with a question-answering model."
+        )
+    _refuse_question_answering_options(args, _QA_PREDICT_OPTIONS)
+    given = _given_options(args, {"pronoun": "--pronoun", "candidate": "--candidate", "memory_plot": "--memory-plot"})
+    if given:
+        raise CliError(f"{' and '.join(given)} only apply to coreference models (with --text); drop them.")
+    if args.mention_threshold is not None and args.coref_model is None:
+        raise CliError("--mention-threshold applies to the pipeline of --coref-model; add --coref-model or drop it.")
+    if not args.prompt.strip():
+        raise CliError('--prompt is empty; give the text to continue, e.g. --prompt "Emma met Harriet. She".')
+    if args.coref_model is not None and architecture not in (None, "GPT2EForCausalLM"):
+        raise CliError(
+            f"--coref-model gives GPT2E the prompt's entity ids, but {checkpoint} is a {architecture}, which reads "
+            "no entity ids; drop --coref-model."
+        )
+    max_new_tokens = 30 if args.max_new_tokens is None else args.max_new_tokens
+    model, tokenizer = _load_language_model(checkpoint)
+    entities: list[dict[str, Any]] = []
+    if args.coref_model is not None:
+        if not reads_entities(model):
+            raise CliError(f"--coref-model gives GPT2E entity ids, but {checkpoint} reads none; drop --coref-model.")
+        options = {} if args.mention_threshold is None else {"mention_threshold": args.mention_threshold}
+        encoded = entity_ids_from_text(args.prompt, _coreference_pipeline(args.coref_model), tokenizer, **options)
+        if encoded["num_entities"] > model.config.max_entities:
+            raise CliError(
+                f"--coref-model found {encoded['num_entities']} entities in the prompt, more than the "
+                f"{model.config.max_entities} that {checkpoint} keeps (config.max_entities); shorten the prompt."
+            )
+        input_ids, entity_ids = encoded["input_ids"], encoded["entity_ids"]
+        entities = _numbered_clusters(args.prompt, encoded["clusters"])
+        found = "; ".join(f"{e['entity']}: {', '.join(m['text'] for m in e['mentions'])}" for e in entities)
+        print(f"entities from {args.coref_model}: {found or 'none found'}", file=sys.stderr)
+    else:
+        input_ids = tokenizer(args.prompt, add_special_tokens=False)["input_ids"]
+        entity_ids = [0] * len(input_ids)
+        if reads_entities(model):
+            print(
+                "no entities: without --coref-model every prompt token reads the no-entity id 0; pass --coref-model "
+                "CHECKPOINT (a PeTra or Referential Reader checkpoint) to give GPT2E the prompt's entities",
+                file=sys.stderr,
+            )
+    positions = getattr(model.config, "n_positions", None)
+    if positions is not None and len(input_ids) + max_new_tokens > positions:
+        raise CliError(
+            f"the prompt has {len(input_ids)} tokens; with --max-new-tokens {max_new_tokens} that is more than the "
+            f"{positions} positions {checkpoint} reads; shorten the prompt or lower --max-new-tokens."
+        )
+    prompt_ids = torch.tensor([input_ids], device=model.device)
+    inputs: dict[str, Any] = {"attention_mask": torch.ones_like(prompt_ids)}
+    if reads_entities(model):
+        inputs["entity_ids"] = torch.tensor([entity_ids], device=model.device)
+    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        generated = model.generate(
+            prompt_ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id, **inputs
+        )
+    continuation = tokenizer.decode(
+        generated[0, len(input_ids):], skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    answer = {
+        "prompt": args.prompt,
+        "continuation": continuation,
+        "generated_text": args.prompt + continuation,
+        "entity_source": args.coref_model if args.coref_model is not None else "none",
+        "entities": entities,
+    }
+    _emit(json.dumps(answer, indent=2), args.output)
+    return 0
+
+
+def _numbered_clusters(text: str, clusters: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The pipeline's clusters with the entity id each gets in `entity_ids_from_clusters`: 1..K in order of first
+    mention (by start, the longer mention first on a tie), mentions in text order."""
+    def first_mention(cluster: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        return min((mention["start"], -mention["end"]) for mention in cluster)
+
+    ordered = sorted(clusters, key=first_mention)
+    return [
+        {
+            "entity": number,
+            "mentions": [
+                {"start": mention["start"], "end": mention["end"], "text": text[mention["start"] : mention["end"]]}
+                for mention in sorted(cluster, key=lambda mention: (mention["start"], -mention["end"]))
+            ],
+        }
+        for number, cluster in enumerate(ordered, start=1)
+    ]
 
 
 def _question_answering_pipeline(model: Any, tokenizer: Any):
