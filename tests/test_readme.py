@@ -39,6 +39,7 @@ def test_readme_user_stories_run(tmp_path, shared_data):
         assert process.returncode == 0, process.stderr[-4000:]
         pushed = hub.files("your-name/petra-gap")
         pushed_reader = hub.files("your-name/forcereader-squad")
+        pushed_lm = hub.files("your-name/gpt2e-litbank")
     assert "validation F1" in process.stdout
     assert (workdir / "memory.png").stat().st_size > 1000
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json"} <= set(pushed)
@@ -48,3 +49,7 @@ def test_readme_user_stories_run(tmp_path, shared_data):
             "pipeline.py", "postprocess.py"} <= set(pushed_reader)
     assert sorted(path.name for path in (workdir / "attention").iterdir()) == [
         "figure_1.png", "figure_3.png", "figure_4.png", "figure_5.png"]
+    assert "'perplexity_without_entities'" in process.stdout
+    assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
+            "configuration_gpt2e.py"} <= set(pushed_lm)
+    assert pushed_lm["model.safetensors"] == (workdir / "gpt2e-litbank" / "model.safetensors").read_bytes()
