@@ -57,3 +57,21 @@ def saved_source(source_file: Path) -> str:
     """What a checkpoint folder holds for one of the package's code files: the file itself, with its imports of the
     shared model code made relative (the shared modules are saved next to it)."""
     return re.sub(r"^from hf_entity_models\.models\._shared\.", "from .", Path(source_file).read_text(), flags=re.M)
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """Run `hf-entity` in this process: (exit status, stdout, stderr), without what the test printed before."""
+    from hf_entity_models.cli import main
+
+    capsys.readouterr()
+    status = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def error_line(err: str, command: str) -> str:
+    """The CLI's one-line message (progress bars of loading may come before it), with no traceback."""
+    assert "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"hf-entity {command}: error: "), err
+    return line

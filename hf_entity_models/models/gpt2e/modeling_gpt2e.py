@@ -136,8 +136,25 @@ def eager_attention_forward(
     return torch.matmul(weights, value).transpose(1, 2), weights
 
 
-def _attention_function(config: GPT2EConfig) -> Callable:
-    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
+def _attend_and_project(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """Attention through the configured backend (eager, sdpa, ...), then the module's output projection."""
+    attention = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation, eager_attention_forward)
+    output, _ = attention(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=module.config.attn_pdrop if module.training else 0.0,
+        scaling=module.scaling,
+    )
+    return module.resid_dropout(module.c_proj(_merge_heads(output)))
 
 
 class GPT2ESelfAttention(nn.Module):
@@ -166,16 +183,7 @@ class GPT2ESelfAttention(nn.Module):
         )
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.layer_idx)
-        output, _ = _attention_function(self.config)(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.config.attn_pdrop if self.training else 0.0,
-            scaling=self.scaling,
-        )
-        return self.resid_dropout(self.c_proj(_merge_heads(output)))
+        return _attend_and_project(self, query, key, value, attention_mask)
 
 
 class GPT2EEntityAttention(nn.Module):
@@ -226,16 +234,7 @@ class GPT2EEntityAttention(nn.Module):
         query, key, value = (_split_heads(part, self.head_dim) for part in (query, key, value))
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.cache_idx)
-        output, _ = _attention_function(self.config)(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.config.attn_pdrop if self.training else 0.0,
-            scaling=self.scaling,
-        )
-        return self.resid_dropout(self.c_proj(_merge_heads(output)))
+        return _attend_and_project(self, query, key, value, attention_mask)
 
 
 class GPT2EMLP(nn.Module):
