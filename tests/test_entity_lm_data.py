@@ -594,3 +594,37 @@ def test_entity_ids_from_text_rejects_what_is_not_a_coreference_pipeline(gpt2):
     assert Counter(entity_ids_from_text(CLUSTER_TEXT, lambda text: {"clusters": []}, gpt2)["entity_ids"]) == Counter(
         {0: 12}
     )
+
+
+# ------------------------------------------------------------------------------------------------ OntoNotes layout
+def _ontonotes_rows():
+    return datasets.Dataset.from_list([
+        {"document_id": "bc/cctv/00/cctv_0001", "sentences": [
+            {"part_id": 0, "words": ["Anna", "Smith", "arrived", "."], "coref_spans": [[5, 0, 1]]},
+            {"part_id": 0, "words": ["She", "saw", "the", "old", "man", "."], "coref_spans": [[5, 0, 0], [9, 2, 4]]},
+            {"part_id": 1, "words": ["He", "waved", "."], "coref_spans": [[9, 0, 0]]},
+        ]},
+    ])
+
+
+def test_ontonotes_hub_layout_becomes_one_document_per_part_with_word_offsets():
+    from hf_entity_models.tasks.language_modeling import coref_documents_from_dataset
+
+    part0, part1 = coref_documents_from_dataset(_ontonotes_rows())
+    assert (part0.name, part0.part, part1.part) == ("bc/cctv/00/cctv_0001", 0, 1)
+    assert part0.words == ["Anna", "Smith", "arrived", ".", "She", "saw", "the", "old", "man", "."]
+    # Sentence 2 starts at word 4: "She" is word 4, "the old man" words 6-8.
+    assert part0.mentions == [(0, 1, 5), (4, 4, 5), (6, 8, 9)]
+    assert [part0.mention_words(m) for m in part0.mentions] == [["Anna", "Smith"], ["She"], ["the", "old", "man"]]
+    assert part1.words == ["He", "waved", "."] and part1.mentions == [(0, 0, 9)]
+
+
+def test_ontonotes_layout_errors_are_clear():
+    from hf_entity_models.tasks.language_modeling import coref_documents_from_dataset
+
+    outside = datasets.Dataset.from_list([{"document_id": "d", "sentences": [
+        {"part_id": 0, "words": ["a", "b"], "coref_spans": [[1, 1, 2]]}]}])
+    with pytest.raises(ValueError, match=r"sentence 0: coref span \[1, 1, 2\] is outside its 2 words"):
+        coref_documents_from_dataset(outside)
+    with pytest.raises(ValueError, match="not the OntoNotes layout"):
+        coref_documents_from_dataset(datasets.Dataset.from_list([{"text": "hello"}]))

@@ -29,6 +29,7 @@ from .entities import (
     lambada_examples,
     load_litbank_entity_lm,
     order_windows_for_streams,
+    coref_documents_from_dataset,
     read_conll_coreference,
     read_lambada,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "lambada_examples",
     "load_litbank_entity_lm",
     "order_windows_for_streams",
+    "coref_documents_from_dataset",
     "read_conll_coreference",
     "read_lambada",
 ]

@@ -58,6 +58,7 @@ __all__ = [
     "lambada_examples",
     "load_litbank_entity_lm",
     "order_windows_for_streams",
+    "coref_documents_from_dataset",
     "read_conll_coreference",
     "read_lambada",
 ]
@@ -172,6 +173,58 @@ def read_conll_coreference(path_or_paths: str | Path | Sequence[str | Path]) -> 
                 )
             seen[key] = document.source
             documents.append(document)
+    return documents
+
+
+def coref_documents_from_dataset(
+    source: str | datasets.Dataset, config_name: str | None = "english_v4", split: str = "train"
+) -> list[CorefDocument]:
+    """OntoNotes (CoNLL-2012) documents from the Hub layout of ``ontonotes/conll2012_ontonotesv5``.
+
+    Each row is a document: ``document_id`` and ``sentences``, every sentence with ``part_id``, ``words`` and
+    ``coref_spans``, a list of ``[cluster_id, first_word, last_word]`` (word indices within the sentence, last word
+    inclusive). The sentences of one (document, part) become one `CorefDocument`, mentions re-indexed into its words.
+
+    Args:
+        source: A Hub dataset id (needs the network; loaded with `datasets.load_dataset`) or a `datasets.Dataset`
+            already in that layout (e.g. loaded from a local copy).
+        config_name: The Hub config (``english_v4``, ``english_v12``, ...); ignored for a Dataset.
+        split: The split to load; ignored for a Dataset.
+
+    Raises:
+        ValueError: If a row does not have the layout, or a span lies outside its sentence.
+
+    Example:
+        >>> rows = datasets.Dataset.from_list([{"document_id": "nw/wsj/0001", "sentences": [
+        ...     {"part_id": 0, "words": ["Pierre", "Vinken", "smiled", "."], "coref_spans": [[3, 0, 1]]},
+        ...     {"part_id": 0, "words": ["He", "left", "."], "coref_spans": [[3, 0, 0]]}]}])
+        >>> coref_documents_from_dataset(rows)[0].mentions
+        [(0, 1, 3), (4, 4, 3)]
+    """
+    rows = source if isinstance(source, datasets.Dataset) else datasets.load_dataset(source, config_name, split=split)
+    missing = {"document_id", "sentences"} - set(rows.column_names)
+    if missing:
+        raise ValueError(
+            f"The dataset has columns {rows.column_names}, not the OntoNotes layout (missing {sorted(missing)}); "
+            "expected rows with 'document_id' and 'sentences' (words, coref_spans, part_id), as in "
+            "ontonotes/conll2012_ontonotesv5."
+        )
+    documents: list[CorefDocument] = []
+    for row in rows:
+        parts: dict[int, tuple[list[str], list[Mention]]] = {}
+        for number, sentence in enumerate(row["sentences"]):
+            words, mentions = parts.setdefault(int(sentence.get("part_id") or 0), ([], []))
+            for span in sentence.get("coref_spans") or []:
+                cluster, first, last = (int(value) for value in span)
+                if not 0 <= first <= last < len(sentence["words"]):
+                    raise ValueError(
+                        f"{row['document_id']}, sentence {number}: coref span {list(span)} is outside its "
+                        f"{len(sentence['words'])} words (spans are [cluster_id, first_word, last_word], inclusive)."
+                    )
+                mentions.append((len(words) + first, len(words) + last, cluster))
+            words.extend(sentence["words"])
+        for part, (words, mentions) in sorted(parts.items()):
+            documents.append(CorefDocument(str(row["document_id"]), part, words, mentions))
     return documents
 
 
@@ -862,8 +915,9 @@ def load_litbank_entity_lm(
     that split's own list of documents. Which documents went where is recorded in every split's
     ``dataset.info.description`` (JSON; read it back with `entity_lm_document_names`).
 
-    Only local files are read: OntoNotes from the Hub comes in other layouts (and needs the network); download the
-    CoNLL-2012 files and pass their folder.
+    Only local files are read here. OntoNotes users with the network: ``coref_documents_from_dataset(
+    "ontonotes/conll2012_ontonotesv5", "english_v4", split)`` gives the documents of a Hub split, and
+    `entity_lm_windows` turns them into windows.
 
     Args:
         conll_dir: A folder of ``.conll`` files (e.g. ``../shared/data/litbank/conll``), a file, or a list of them.
@@ -891,7 +945,8 @@ def load_litbank_entity_lm(
     if isinstance(conll_dir, (str, Path)) and not Path(conll_dir).exists():
         raise FileNotFoundError(
             f"{conll_dir} is not an existing file or folder. load_litbank_entity_lm reads local CoNLL-2012 files only "
-            "(Hub dataset ids are not supported: download the .conll files and pass their folder)."
+            "(for a Hub dataset such as ontonotes/conll2012_ontonotesv5, use coref_documents_from_dataset(id, config, "
+            "split) and entity_lm_windows)."
         )
     for name, count in (("validation_books", validation_books), ("test_books", test_books)):
         if not _is_int(count) or count < 0:
