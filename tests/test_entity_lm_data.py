@@ -457,7 +457,7 @@ def test_litbank_is_split_by_book(gpt2):
 
 
 def test_litbank_loader_errors(gpt2, tmp_path):
-    with pytest.raises(FileNotFoundError, match="Hub dataset ids are not supported"):
+    with pytest.raises(FileNotFoundError, match="coref_documents_from_dataset"):
         load_litbank_entity_lm("conll2012_ontonotesv5", gpt2)
     with pytest.raises(ValueError, match="leave none of the 80 books"):
         load_litbank_entity_lm(LITBANK, gpt2, validation_books=40, test_books=40)
