@@ -341,9 +341,12 @@ def test_the_document_store_matches_passing_states_by_hand():
             restarted.logits[1],
             model(input_ids, entity_ids=entity_ids, entity_states=states).logits[1],
         )
-        # Training reads and writes its own store: document 10 is new there.
+        # Training reads and writes its own store: documents 10 and 11 are new there, so they cannot start at
+        # window 1 (their entity states are unknown), only at window 0.
         model.train()
-        trained = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([1, 1]))
+        with pytest.raises(ValueError, match="earlier windows were never read"):
+            model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([1, 1]))
+        trained = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([0, 0]))
         model.eval()
         torch.testing.assert_close(trained.logits, model(input_ids, entity_ids=entity_ids).logits)
         assert set(model.entity_stores["train"]._states) == {10, 11}
@@ -362,9 +365,11 @@ def test_the_store_keeps_detached_states_per_document():
     assert fresh.shape == (1, MAX_ENTITIES + 1, 32) and fresh.eq(1).all()
     written = random_states(2, config).requires_grad_()
     store.write(torch.tensor([3, 4]), written * 2)
-    read = store.read(torch.tensor([4, 3, 5]), torch.tensor([1, 0, 1]), config, torch.device("cpu"), torch.float32)
+    read = store.read(torch.tensor([4, 3, 5]), torch.tensor([1, 0, 0]), config, torch.device("cpu"), torch.float32)
     torch.testing.assert_close(read[0], written[1].detach() * 2)
     assert read[1].eq(1).all() and read[2].eq(1).all() and not read.requires_grad
+    with pytest.raises(ValueError, match="Document 5 arrives at window 2"):
+        store.read(torch.tensor([5]), torch.tensor([2]), config, torch.device("cpu"), torch.float32)
     with pytest.raises(ValueError, match="window_index"):
         store.read(torch.tensor([3, 4]), torch.tensor([1]), config, torch.device("cpu"), torch.float32)
 
@@ -724,3 +729,24 @@ def test_trainer_steps_lower_the_loss_and_fill_the_store(tmp_path):
         mentioned = (set(windows[document, 0][1][0].tolist()) | set(windows[document, 1][1][0].tolist())) - {0}
         for entity in range(MAX_ENTITIES + 1):
             assert bool(states[entity].eq(1).all()) == (entity not in mentioned), (document, entity)
+
+
+def test_a_policy_needs_the_prompt_entity_ids_and_a_passed_cache_is_used_in_training_mode_too():
+    model = entity_lm()
+    input_ids, entity_ids = random_inputs(1, 6)
+    with pytest.raises(ValueError, match="pass the prompt's entity_ids"):
+        model.generate(input_ids, entity_id_policy=lambda ids, entities: entities[:, -1], **_generation_kwargs())
+    states = random_states(1, model.config)
+    with torch.no_grad():
+        full = model(input_ids, entity_ids=entity_ids, entity_states=states).logits
+        cache = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True).past_key_values
+        model.train()  # no dropout in the tiny config: training mode changes only the cache default
+        rest = model(input_ids[:, 4:], entity_ids=entity_ids[:, 4:], entity_states=states, past_key_values=cache).logits
+    torch.testing.assert_close(rest, full[:, 4:], rtol=0, atol=1e-5)
+
+
+def test_inputs_beyond_the_position_embeddings_are_refused():
+    model = entity_lm()
+    too_long = torch.zeros(1, model.config.n_positions + 1, dtype=torch.long)
+    with pytest.raises(ValueError, match="beyond the model's n_positions"):
+        model(too_long)

@@ -57,6 +57,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
     """
 
     model_type = "gpt2e"
+    keys_to_ignore_at_inference = ["past_key_values", "entity_states"]
 
     max_entities: int = 256
     entity_attention_values: str = "hidden"

@@ -378,7 +378,8 @@ class GPT2EModel(GPT2EPreTrainedModel):
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        if use_cache is None:  # a cache that is passed is used, as in GPT-2
+            use_cache = past_key_values is not None or (self.config.use_cache and not self.training)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -390,6 +391,12 @@ class GPT2EModel(GPT2EPreTrainedModel):
         past_key_values = self._prepared_cache(past_key_values, use_cache)
 
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if position_ids is None and past_length + length > self.config.n_positions:
+            raise ValueError(
+                f"The input reaches position {past_length + length}, beyond the model's n_positions="
+                f"{self.config.n_positions}: read long documents in windows of at most that many tokens and carry "
+                "entity_states from one window to the next."
+            )
         if position_ids is None:
             position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device).unsqueeze(0)
         hidden_states = self.drop(inputs_embeds + self.wpe(position_ids))
@@ -433,7 +440,7 @@ class GPT2EModel(GPT2EPreTrainedModel):
                 "exactly one entity id per token (0 for tokens outside every mention)."
             )
         if entity_ids.numel():
-            smallest, largest = int(entity_ids.min()), int(entity_ids.max())
+            smallest, largest = torch.stack(torch.aminmax(entity_ids)).tolist()  # one device sync for both
             if smallest < 0:
                 raise ValueError(f"entity_ids must be >= 0 (0 = no entity), got {smallest}.")
             if largest > self.config.max_entities:
@@ -612,6 +619,11 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         """
         model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
         if entity_ids is None:
+            if entity_id_policy is not None:
+                raise ValueError(
+                    "entity_id_policy names the entities of generated tokens after the prompt's: pass the prompt's "
+                    "entity_ids too (zeros for a prompt without entities)."
+                )
             entity_ids = torch.zeros_like(input_ids)
         if entity_ids.shape != input_ids.shape:
             raise ValueError(
@@ -659,11 +671,25 @@ class DocumentEntityStore:
         dtype: torch.dtype,
     ) -> torch.Tensor:
         ids = _document_id_list(document_ids)
-        starts = [False] * len(ids) if window_index is None else [int(index) == 0 for index in window_index.view(-1)]
-        if len(starts) != len(ids):
-            raise ValueError(f"window_index has {len(starts)} entries for {len(ids)} document_ids.")
+        windows = [None] * len(ids) if window_index is None else torch.as_tensor(window_index).view(-1).tolist()
+        if len(windows) != len(ids):
+            raise ValueError(f"window_index has {len(windows)} entries for {len(ids)} document_ids.")
         fresh = initial_entity_states(1, config, device, dtype)[0]
-        rows = [fresh if start or key not in self._states else self._states[key] for key, start in zip(ids, starts)]
+        rows = []
+        for key, window in zip(ids, windows):
+            if window == 0:
+                rows.append(fresh)
+            elif key in self._states:
+                rows.append(self._states[key])
+            elif window is None:
+                rows.append(fresh)  # no window index: the caller says nothing about where the document is
+            else:
+                raise ValueError(
+                    f"Document {key} arrives at window {window} but its earlier windows were never read by this "
+                    "store (e.g. training resumed mid-epoch or rows were filtered): its entity states are unknown. "
+                    "Read every document from its window 0 (order_windows_for_streams), or call "
+                    "reset_entity_stores() and start the documents again."
+                )
         return torch.stack(rows).to(device=device, dtype=dtype)
 
     def write(self, document_ids: torch.Tensor, entity_states: torch.Tensor) -> None:
@@ -672,7 +698,7 @@ class DocumentEntityStore:
 
 
 def _document_id_list(document_ids: torch.Tensor) -> list[int]:
-    ids = [int(value) for value in torch.as_tensor(document_ids).view(-1)]
+    ids = torch.as_tensor(document_ids).view(-1).tolist()  # one device sync
     if len(set(ids)) != len(ids):
         raise ValueError(
             f"document_ids {ids} repeat a document within one batch: the entity states of a document are updated "
