@@ -25,6 +25,7 @@ from hf_entity_models.tasks.language_modeling import (  # noqa: E402
     entity_ids_from_text,
     entity_lm_training_arguments,
     evaluate_entity_lm,
+    generate_with_entities,
     lambada_examples,
     lambada_scores,
     load_litbank_entity_lm,
@@ -38,7 +39,7 @@ PROMPT = "Elizabeth Bennet met Mr. Darcy at the ball. She"
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--init-from", help="a saved GPT-2 (or GPT2E) folder; default: a small model from scratch")
-    parser.add_argument("--window-length", type=int, default=256)
+    parser.add_argument("--window-length", type=int, default=256, help="a fresh model's n_positions (else the checkpoint's)")
     parser.add_argument("--n-layer", type=int, default=4)
     parser.add_argument("--n-embd", type=int, default=256)
     parser.add_argument("--n-head", type=int, default=4)
@@ -93,7 +94,7 @@ def main() -> None:
               f"{scores['perplexity_without_entities']:.1f} without (same model, entity ids zeroed)")
         model.config.record_evaluation(
             task="text-generation", dataset="litbank", split=f"{split} books (split by book, seed 0)",
-            metric="perplexity", value=scores["perplexity"],
+            metric="perplexity", value=scores["perplexity"], metric_name="perplexity (gold entity ids)",
         )
     texts = read_lambada(DATA / "lambada" / "lambada_test.jsonl")[: args.lambada_examples]
     lambada = lambada_scores(model, lambada_examples(texts, tokenizer))
@@ -104,7 +105,8 @@ def main() -> None:
     reloaded = AutoModelForCausalLM.from_pretrained(args.output_dir).eval()
     prompt = prompt_with_entities(args, tokenizer)
     input_ids, entity_ids = torch.tensor([prompt["input_ids"]]), torch.tensor([prompt["entity_ids"]])
-    generated = reloaded.generate(input_ids, entity_ids=entity_ids, max_new_tokens=20, do_sample=False)
+    # The prompt is read once as the previous window, so that its entities have representations to attend to.
+    generated = generate_with_entities(reloaded, input_ids, entity_ids, max_new_tokens=20, do_sample=False)
     print(tokenizer.decode(generated[0]))
 
 

@@ -2163,7 +2163,7 @@ def _predict_language_model(args: argparse.Namespace, architecture: str | None) 
     the clusters that --coref-model's pipeline('coreference') finds, or no entities without it."""
     import torch
 
-    from .tasks.language_modeling import entity_ids_from_text, reads_entities
+    from .tasks.language_modeling import entity_ids_from_text, generate_with_entities, reads_entities
 
     checkpoint = args.checkpoint
     if args.prompt is None:
@@ -2227,9 +2227,16 @@ def _predict_language_model(args: argparse.Namespace, architecture: str | None) 
         inputs["entity_ids"] = torch.tensor([entity_ids], device=model.device)
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     with torch.no_grad():
-        generated = model.generate(
-            prompt_ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id, **inputs
-        )
+        if reads_entities(model):
+            # A window reads the entity states left by earlier windows: the prompt is read once as the previous one.
+            generated = generate_with_entities(
+                model, prompt_ids, inputs.pop("entity_ids"), max_new_tokens=max_new_tokens, do_sample=False,
+                pad_token_id=pad_token_id, **inputs,
+            )
+        else:
+            generated = model.generate(
+                prompt_ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id, **inputs
+            )
     continuation = tokenizer.decode(
         generated[0, len(input_ids):], skip_special_tokens=True, clean_up_tokenization_spaces=False
     )

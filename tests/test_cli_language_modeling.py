@@ -24,6 +24,7 @@ from hf_entity_models.tasks.language_modeling import (
     entity_ids_from_text,
     entity_lm_windows,
     evaluate_entity_lm,
+    generate_with_entities,
     lambada_examples,
     lambada_scores,
     read_conll_coreference,
@@ -254,8 +255,9 @@ def test_predict_reads_the_entities_of_a_coreference_checkpoint(trained, petra_c
 
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     input_ids = torch.tensor([encoded["input_ids"]])
-    generated = model.generate(input_ids, entity_ids=torch.tensor([encoded["entity_ids"]]), max_new_tokens=4,
-                               do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    # The prompt is read once as the previous window, then continued with the entity states that reading left.
+    generated = generate_with_entities(model, input_ids, torch.tensor([encoded["entity_ids"]]), max_new_tokens=4,
+                                       do_sample=False, pad_token_id=tokenizer.eos_token_id)
     assert answer["continuation"] == tokenizer.decode(generated[0, input_ids.shape[1]:], skip_special_tokens=True,
                                                       clean_up_tokenization_spaces=False)
 

@@ -216,3 +216,25 @@ def test_trainer_set_up_refuses_random_order_and_dropped_columns(tmp_path):
     dropping = entity_lm_training_arguments(str(tmp_path), use_cpu=True, remove_unused_columns=True)
     with pytest.raises(ValueError, match="remove_unused_columns=False"):
         build_entity_lm_trainer(model, tokenizer, _trainer_rows(), dropping)
+
+
+def test_generation_reads_the_prompt_entities_only_through_carried_states():
+    """Within one window every entity still has its starting representation: the prompt's ids alone change nothing;
+    `generate_with_entities` reads the prompt first, so its entities shape the continuation, exactly as passing the
+    states of that first reading to `generate` by hand."""
+    from hf_entity_models.tasks.language_modeling import generate_with_entities
+
+    model = _gpt2e()
+    model.generation_config.pad_token_id = 0
+    input_ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
+    entity_ids = torch.tensor([[1, 0, 1, 2, 0, 2, 1, 0]])
+    options = dict(max_new_tokens=4, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    plain = model.generate(input_ids, **options)
+    with_ids_only = model.generate(input_ids, entity_ids=entity_ids, **options)
+    torch.testing.assert_close(torch.stack(with_ids_only.logits), torch.stack(plain.logits), rtol=0, atol=0)
+    generated = generate_with_entities(model, input_ids, entity_ids, **options)
+    with torch.no_grad():
+        states = model(input_ids, entity_ids=entity_ids).entity_states
+    by_hand = model.generate(input_ids, entity_ids=entity_ids, entity_states=states, **options)
+    torch.testing.assert_close(torch.stack(generated.logits), torch.stack(by_hand.logits))
+    assert (torch.stack(generated.logits) - torch.stack(plain.logits)).abs().max() > 1e-4

@@ -52,7 +52,9 @@ def _limitations(config: GPT2EConfig, datasets: list[str]) -> list[str]:
         "Within one input (window) every mention reads the entity states from before the window; the states are "
         "updated once, at the end (the paper updates them at the end of each training step).",
         "Tokens generated after a prompt carry the no-entity id unless `generate(..., entity_id_policy=fn)` assigns "
-        "ids; `generate` reads the entity states passed to it and does not update them while generating.",
+        "ids; `generate` reads the entity states passed to it and does not update them while generating. The ids of "
+        "a prompt read on its own change nothing (every entity still has its starting representation): read the "
+        "prompt first and pass its `entity_states`.",
         "Entity ids come from gold coreference (LitBank, OntoNotes) or from a coreference model of this package; "
         "with noisy ids the entity attention reads noisy entities.",
     ]
@@ -68,8 +70,8 @@ def _usage_with_package(class_name: str, location: str) -> str:
         f"tokenizer = AutoTokenizer.from_pretrained(\"{location}\")\n"
         "input_ids = tokenizer(\"Anna met Tom. She\", return_tensors=\"pt\").input_ids\n"
         "entity_ids = torch.tensor([[1, 0, 2, 0, 1]])  # one id per token: Anna and She are entity 1, Tom entity 2\n"
-        "output = model(input_ids, entity_ids=entity_ids)  # output.entity_states: pass them with the next window\n"
-        "model.generate(input_ids, entity_ids=entity_ids, max_new_tokens=20)\n```\n"
+        "states = model(input_ids, entity_ids=entity_ids).entity_states  # the entities after reading the prompt\n"
+        "model.generate(input_ids, entity_ids=entity_ids, entity_states=states, max_new_tokens=20)\n```\n"
     )
 
 
@@ -82,7 +84,8 @@ GPT2E_MODEL_CARD = ModelCardSpec(
     limitations=_limitations,
     usage_with_package=_usage_with_package,
     usage_note=(
-        "Without entity ids every token carries the no-entity id 0. `pipeline(\"text-generation\")` works as for "
-        "GPT-2; pass `entity_ids=` through `generate_kwargs` to condition on entities."
+        "Without entity ids every token carries the no-entity id 0. A window reads the entity representations left "
+        "by earlier windows (within a window every entity starts as the same vector of ones), so pass the "
+        "`entity_states` of the text read before, as above. `pipeline(\"text-generation\")` works as for GPT-2."
     ),
 )

@@ -42,6 +42,7 @@ from .entity_evaluation import (
     mention_similarities,
     reads_entities,
 )
+from .entity_generation import generate_with_entities
 from .entity_training import (
     EntityLMCollatorFor,
     build_entity_lm_trainer,
@@ -59,6 +60,7 @@ __all__ = [
     "entity_lm_training_arguments",
     "entity_perplexity",
     "evaluate_entity_lm",
+    "generate_with_entities",
     "lambada_scores",
     "mention_similarities",
     "reads_entities",

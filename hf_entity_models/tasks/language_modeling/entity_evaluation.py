@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from hf_entity_models.models.gpt2e import initial_entity_states
+
 __all__ = [
     "LambadaScores",
     "MentionSimilarities",
@@ -38,7 +40,12 @@ PRONOUNS = frozenset(
 
 
 def reads_entities(model: torch.nn.Module) -> bool:
-    """Whether the model takes entity ids and entity states (GPT2E) or is a plain causal LM."""
+    """Whether the model takes entity ids and entity states (GPT2E) or is a plain causal LM.
+
+    Decided from the config (a compiled or wrapped GPT2E still counts), else from the signature of `forward`.
+    """
+    if getattr(getattr(model, "config", None), "model_type", None) == "gpt2e":
+        return True
     parameters = inspect.signature(model.forward).parameters
     return "entity_ids" in parameters and "entity_states" in parameters
 
@@ -114,6 +121,8 @@ def lambada_scores(
     window = _context_window(model)
     total_loss, total_tokens, correct = 0.0, 0, 0
     device = _device(model)
+    was_training = model.training
+    model.eval()
     for start in tqdm(range(0, len(examples), batch_size), desc="LAMBADA", disable=not progress):
         chunk = examples[start : start + batch_size]
         sequences = [list(example["context_ids"]) + list(example["target_ids"]) for example in chunk]
@@ -140,6 +149,7 @@ def lambada_scores(
             total_loss -= float(log_probs[row, positions, target_tensor].sum())
             total_tokens += len(target)
             correct += int(bool((log_probs[row, positions].argmax(-1) == target_tensor).all()))
+    model.train(was_training)
     return LambadaScores(
         perplexity=math.exp(total_loss / total_tokens), accuracy=correct / len(examples), examples=len(examples)
     )
@@ -238,8 +248,7 @@ class _DocumentStates:
         self._pending = {}
         if not reads_entities(self.model):
             return None
-        config = self.model.config
-        fresh = torch.ones(config.max_entities + 1, config.n_embd, device=_device(self.model), dtype=self.model.dtype)
+        fresh = initial_entity_states(1, self.model.config, _device(self.model), self.model.dtype)[0]
         return torch.stack([self.states.get(document, fresh) for document in document_ids])
 
     def update(self, outputs: Any) -> None:
@@ -269,6 +278,15 @@ def _document_batches(
     by_document = _windows_by_document(windows)
     if not by_document:
         raise ValueError("No windows to evaluate.")
+    window_limit = _context_window(model)
+    for document, rows in by_document.items():
+        longest = max(len(row["input_ids"]) for row in rows)
+        if window_limit is not None and longest > window_limit:
+            raise ValueError(
+                f"Document {document} has a window of {longest} tokens, more than the model's {window_limit} "
+                "positions: build the windows with window_length <= the model's n_positions."
+            )
+    was_training = model.training
     model.eval()
     documents = sorted(by_document)
     device = _device(model)
@@ -283,6 +301,7 @@ def _document_batches(
         batch["document_ids"] = torch.tensor([document for document, _ in members])
         batch["entity_states"] = states.for_batch([document for document, _ in members])
         yield batch, states
+    model.train(was_training)
 
 
 def _windows_by_document(windows: Sequence[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:

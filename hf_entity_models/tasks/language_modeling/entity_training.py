@@ -115,10 +115,11 @@ def build_entity_lm_trainer(
         )
     if args.remove_unused_columns:
         raise ValueError("Set remove_unused_columns=False: the collator needs the document_id column.")
-    if args.world_size > 1:
+    if args.world_size > 1 or args.n_gpu > 1:
         raise ValueError(
             "Entity-LM training keeps each document's entity states in one process's store; with several processes "
-            "the windows of a document would be split between them. Train on one process."
+            "(or, with several GPUs in one process, its replicas) the windows of a document would be split between "
+            "them. Train on one process and one device (e.g. CUDA_VISIBLE_DEVICES=0)."
         )
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     collator = EntityLMCollatorFor(pad_token_id=int(pad_token_id or 0), with_entities=reads_entities(model))
