@@ -37,9 +37,9 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
         entity_attention_size (`int`, *optional*):
             Width of the entity attention's queries, keys and values (split over `n_head` heads; a multiple of
             `n_head`). Defaults to a quarter of `n_embd` (rounded to a multiple of `n_head`). The paper does not give
-            the width; it reports that the entity attention costs 2.8% of GPT-2's training time per step. A
-            full-width entity attention (`entity_attention_size=n_embd`) cost 28% per step in our measurement
-            (6 layers, 384 wide, 512 tokens, CPU), a quarter-width one 3.5%, hence the default.
+            the width; it reports that the entity attention costs 2.8% of GPT-2's training time per step, and a
+            narrower entity attention costs less: `benchmarks/bench_gpt2e_attention_width.py` measures the step
+            time of each width against GPT-2 (figures in benchmarks/RESULTS.md).
         evaluation_results (`list[dict]`, *optional*):
             Measured results recorded in the model card (see `record_evaluation`).
 
