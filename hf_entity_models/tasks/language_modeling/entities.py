@@ -1113,7 +1113,8 @@ def entity_ids_from_clusters(
 
     Returns:
         A dict with ``input_ids``, ``entity_ids``, ``offsets`` (of each token into ``text``), ``text`` and
-        ``num_entities`` (K, the number of clusters).
+        ``num_entities`` (K, the number of clusters) and ``cluster_entity_ids`` (the entity id of each cluster, in the
+        order given).
 
     Raises:
         TypeError: For a slow tokenizer or clusters of the wrong shape.
@@ -1143,7 +1144,10 @@ def entity_ids_from_clusters(
         for cluster_index, cluster in enumerate(_checked_clusters(clusters))
         for mention_index, mention in enumerate(cluster)
     ]
-    return _encode_with_entities(text, mentions, tokenizer)
+    encoded = _encode_with_entities(text, mentions, tokenizer)
+    numbering = _number_entities(mentions)
+    encoded["cluster_entity_ids"] = [numbering[index] for index in range(len(clusters))]
+    return encoded
 
 
 def _checked_clusters(clusters: Sequence[Any]) -> list[Sequence[Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from hf_entity_models.models.gpt2e import initial_entity_states
+from hf_entity_models.models.gpt2e import DocumentEntityStore
 
 __all__ = [
     "LambadaScores",
@@ -236,7 +236,7 @@ class _DocumentStates:
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
-        self.states: dict[int, torch.Tensor] = {}
+        self.store = DocumentEntityStore()
         self.analysis_states: dict[tuple[int, int], torch.Tensor] = {}
         self._document_ids: list[int] = []
         self._pending: dict[tuple[int, int], torch.Tensor] = {}
@@ -248,14 +248,15 @@ class _DocumentStates:
         self._pending = {}
         if not reads_entities(self.model):
             return None
-        fresh = initial_entity_states(1, self.model.config, _device(self.model), self.model.dtype)[0]
-        return torch.stack([self.states.get(document, fresh) for document in document_ids])
+        # Documents come window 0 first (`_document_batches`): the store starts each one afresh.
+        return self.store.read(
+            torch.tensor(document_ids), None, self.model.config, _device(self.model), self.model.dtype
+        )
 
     def update(self, outputs: Any) -> None:
         entity_states = getattr(outputs, "entity_states", None)
         if entity_states is not None:
-            for document, states in zip(self._document_ids, entity_states):
-                self.states[document] = states
+            self.store.write(torch.tensor(self._document_ids), entity_states)
 
     def remember_mentions(self, batch: Mapping[str, torch.Tensor], hidden: torch.Tensor) -> None:
         for row, document in enumerate(self._document_ids):
