@@ -5,6 +5,7 @@ Importing the package registers every config and model with the transformers Aut
 
 from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
 from .models._shared.entity_hub import CheckpointError
+from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel, DefinitionEmbOutput
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
@@ -18,6 +19,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AutoModelForCoreference",
     "CheckpointError",
+    "DefinitionEmbConfig",
+    "DefinitionEmbModel",
+    "DefinitionEmbOutput",
     "ForceReaderConfig",
     "ForceReaderForQuestionAnswering",
     "ForceReaderModel",

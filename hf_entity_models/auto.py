@@ -16,6 +16,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelF
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
 from .models.petra import PetraConfig, PetraForCoreference, PetraModel
@@ -51,7 +52,8 @@ class AutoModelForCoreference(_BaseAutoModelClass):
 
 def register_auto_classes() -> None:
     """Register every model of the package with AutoConfig, AutoModel and its task's Auto class
-    (AutoModelForCoreference, AutoModelForCausalLM, AutoModelForQuestionAnswering); idempotent.
+    (AutoModelForCoreference, AutoModelForCausalLM, AutoModelForQuestionAnswering; DefinitionEMB has only its base
+    model, under AutoModel); idempotent.
 
     Saved checkpoints then name their code in `auto_map` (`AutoConfig` -> the config, `AutoModel` -> the saved
     model class, the coreference head included; `AutoModelForCausalLM` -> the LM head) and carry the code files.
@@ -66,6 +68,7 @@ def register_auto_classes() -> None:
     _register_base(GPT2EConfig, GPT2EModel)
     AutoModelForCausalLM.register(GPT2EConfig, GPT2EForCausalLM, exist_ok=True)
     GPT2EForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    _register_base(DefinitionEmbConfig, DefinitionEmbModel)
 
 
 def register_pipelines() -> None:

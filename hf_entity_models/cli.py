@@ -84,6 +84,8 @@ from typing import Any
 
 from transformers.utils import logging as transformers_logging
 
+from .cli_definitions import add_definitions_parser
+
 logger = transformers_logging.get_logger(__name__)
 
 PROGRAM = "hf-entity"
@@ -187,6 +189,7 @@ _CHECKPOINT_FILE_NAMES = frozenset({
     "config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json", "README.md",
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
     "vocab.json", "merges.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
+    "definition_embeddings.json",
 })
 # Weight shards and chat templates. Code files count only when the config names them (see `_checkpoint_code_files`).
 _CHECKPOINT_FILE_PATTERN = re.compile(r"^(model-\d+-of-\d+\.safetensors|chat_template\.\w+)$")
@@ -265,12 +268,12 @@ def _one_line(error: BaseException) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``hf-entity`` with its four subcommands."""
+    """The argument parser of ``hf-entity`` with its five subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Train, evaluate, run and publish entity-aware coreference models (PeTra, Referential Reader), "
         "the ForceReader question-answering model (SQuAD 1.1 / 2.0) and the GPT2E entity language model (CoNLL "
-        "coreference files, LAMBADA).",
+        "coreference files, LAMBADA); rebuild a model's rare-token embeddings from dictionary definitions (DefinitionEMB).",
         epilog=f"Set {DEBUG_VARIABLE}=1 to get a traceback instead of a one-line error.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -278,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate_parser(commands)
     _add_predict_parser(commands)
     _add_push_parser(commands)
+    add_definitions_parser(commands, _add_threads_option, _add_overwrite_option)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Definition embeddings (DefinitionEMB): prompts, definitions, replacement, isotropy, word similarity, GLUE."""

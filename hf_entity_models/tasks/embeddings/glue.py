@@ -1,0 +1,802 @@
+"""GLUE MRPC and RTE for DefinitionEMB's downstream evaluation (paper Section 6.2, Appendices B, G, H).
+
+* `read_glue` reads the GLUE TSV files (MRPC: ``train.tsv``, ``dev.tsv`` and the labelled
+  ``msr_paraphrase_test.txt``; RTE: ``train.tsv``, ``dev.tsv``) into a `datasets.Dataset` with the columns
+  ``sentence1``, ``sentence2``, ``label`` and ``idx``, checking every row;
+* `split_off_selection` holds out a seeded, label-stratified part of a training set for choosing hyper-parameters
+  (alpha, the epoch): RTE's test labels are not public, so its dev set is the test set and the selection set comes
+  out of train;
+* `task_texts` gives every sentence of a dataset, what the task vocabulary V_task is built from;
+* `glue_features` tokenises the sentence pairs (truncation is counted and logged, never silent);
+* `glue_training_arguments`, `compute_glue_metrics`, `build_glue_trainer` and `fine_tune_glue` fine-tune any
+  `AutoModelForSequenceClassification` with the stock `Trainer` and the paper's RoBERTa recipe (Table 10, which is
+  fairseq's RoBERTa GLUE recipe);
+* `sequence_classifier_from` turns a base-model checkpoint (e.g. a `BertModel` whose input embeddings were replaced by
+  definition embeddings) into a sequence classifier with those weights and a fresh head.
+
+Example:
+    >>> mrpc = read_glue("../shared/data/glue", "mrpc", "train")  # doctest: +SKIP
+    >>> len(mrpc), mrpc.column_names  # doctest: +SKIP
+    (3668, ['sentence1', 'sentence2', 'label', 'idx'])
+    >>> rte = read_glue("../shared/data/glue", "rte", "train")  # doctest: +SKIP
+    >>> train, selection = split_off_selection(rte, 0.1, seed=0)  # doctest: +SKIP
+    >>> len(train), len(selection)  # doctest: +SKIP
+    (2241, 249)
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    EvalPrediction,
+    PreTrainedModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+__all__ = [
+    "GLUE_LABEL_NAMES",
+    "GLUE_TASKS",
+    "ROBERTA_GLUE_RECIPES",
+    "GlueRecipe",
+    "build_glue_trainer",
+    "compute_glue_metrics",
+    "fine_tune_glue",
+    "glue_features",
+    "glue_features_schema",
+    "glue_training_arguments",
+    "pair_lengths",
+    "read_glue",
+    "sequence_classifier_from",
+    "split_off_selection",
+    "task_texts",
+]
+
+GLUE_TASKS = ("mrpc", "rte")
+# Label names in GLUE's (and the Hub's `glue` dataset's) order: the label id is the index.
+GLUE_LABEL_NAMES = {
+    "mrpc": ("not_equivalent", "equivalent"),
+    "rte": ("entailment", "not_entailment"),
+}
+_MRPC_HEADER = ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
+_RTE_HEADER = ("index", "sentence1", "sentence2", "label")
+_MRPC_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "msr_paraphrase_test.txt"}
+_RTE_FILES = {"train": "train.tsv", "dev": "dev.tsv"}
+_SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "test": "test"}
+_TEXT_COLUMNS = ("sentence1", "sentence2")
+
+
+def glue_features_schema(task: str) -> datasets.Features:
+    """The `datasets.Features` of a dataset read by `read_glue` for `task` ("mrpc" or "rte").
+
+    Example:
+        >>> schema = glue_features_schema("RTE")
+        >>> list(schema), schema["label"].names
+        (['sentence1', 'sentence2', 'label', 'idx'], ['entailment', 'not_entailment'])
+    """
+    task = _normalise_task(task)
+    return datasets.Features(
+        {
+            "sentence1": datasets.Value("string"),
+            "sentence2": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=list(GLUE_LABEL_NAMES[task])),
+            "idx": datasets.Value("int32"),
+        }
+    )
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+def read_glue(folder: str | os.PathLike, task: str, split: str) -> datasets.Dataset:
+    """Read one split of GLUE MRPC or RTE from its TSV files, checking every row.
+
+    The files are read as GLUE's own readers do: tab-separated, UTF-8 with or without a byte-order mark, and quotes
+    are ordinary characters (``csv.QUOTE_NONE``: a sentence that starts with ``"`` keeps it, and no row swallows the
+    next one).
+
+    * MRPC: ``train.tsv`` (3,668 pairs) and ``dev.tsv`` (408) in GLUE's layout (``Quality``, ``#1 ID``, ``#2 ID``,
+      ``#1 String``, ``#2 String``); split ``"test"`` reads the LABELLED ``msr_paraphrase_test.txt`` (1,725 pairs,
+      the same layout), because GLUE's ``test.tsv`` has no labels. Label 1 = paraphrase ("equivalent").
+    * RTE: ``train.tsv`` (2,490) and ``dev.tsv`` (277) with ``index``, ``sentence1``, ``sentence2``, ``label``;
+      ``entailment`` -> 0 and ``not_entailment`` -> 1 (GLUE's label order). There is no labelled RTE test set.
+
+    Args:
+        folder: The GLUE folder holding ``MRPC/`` and ``RTE/`` (any capitalisation), or the task's own folder.
+        task: ``"mrpc"`` or ``"rte"`` (case-insensitive).
+        split: ``"train"``, ``"dev"`` (or ``"validation"``) or ``"test"``.
+
+    Returns:
+        One row per sentence pair, in file order: ``sentence1``, ``sentence2`` (str), ``label`` (int, a
+        `datasets.ClassLabel` whose names are `GLUE_LABEL_NAMES[task]`) and ``idx`` (the row's position in the file
+        for MRPC, the ``index`` column for RTE).
+
+    Raises:
+        ValueError: On an unknown task or split, on RTE ``"test"`` (its labels are not public), or on a malformed
+            file: a wrong header, a row with the wrong number of fields, an unknown label, an empty sentence or a
+            non-integer index. The message names the file and line.
+        FileNotFoundError: If the split's file is not in the folder.
+
+    Example:
+        >>> dev = read_glue("../shared/data/glue", "rte", "dev")  # doctest: +SKIP
+        >>> dev[0]["label"], dev.features["label"].int2str(dev[0]["label"])  # doctest: +SKIP
+        (1, 'not_entailment')
+    """
+    task = _normalise_task(task)
+    split_name = _SPLIT_ALIASES.get(str(split).lower())
+    if split_name is None:
+        raise ValueError(f"Unknown GLUE split {split!r}; use 'train', 'dev' (or 'validation') or 'test'.")
+    if task == "rte" and split_name == "test":
+        raise ValueError(
+            "The GLUE test labels for RTE are not public (its test.tsv has no label column), so RTE has no labelled "
+            "test split. Use RTE dev as the test set and hold out part of train for choosing hyper-parameters "
+            "instead: `train, selection = split_off_selection(read_glue(folder, 'rte', 'train'), 0.1, seed=0)`."
+        )
+    task_folder = _task_folder(Path(folder), task)
+    files = _MRPC_FILES if task == "mrpc" else _RTE_FILES
+    path = task_folder / files[split_name]
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"GLUE {task.upper()} {split_name} file {path} does not exist; pass the folder that holds the GLUE "
+            f"{task.upper()} files ({', '.join(files.values())}) or its parent."
+        )
+    rows = _read_mrpc_rows(path) if task == "mrpc" else _read_rte_rows(path)
+    names = ("sentence1", "sentence2", "label", "idx")
+    columns = {name: [row[position] for row in rows] for position, name in enumerate(names)}
+    logger.info("Read %d %s %s pairs from %s", len(rows), task.upper(), split_name, path)
+    return datasets.Dataset.from_dict(columns, features=glue_features_schema(task))
+
+
+def _normalise_task(task: str) -> str:
+    name = str(task).lower()
+    if name not in GLUE_TASKS:
+        raise ValueError(f"Unknown GLUE task {task!r}; this reader knows {', '.join(GLUE_TASKS)} (case-insensitive).")
+    return name
+
+
+def _task_folder(folder: Path, task: str) -> Path:
+    """The folder holding the task's files: `folder/<TASK>` in any capitalisation, else `folder` itself."""
+    if folder.is_dir():
+        for child in folder.iterdir():
+            if child.is_dir() and child.name.lower() == task:
+                return child
+    return folder
+
+
+def _tsv_rows(path: Path):
+    """(line number, fields) of every line of a GLUE TSV file, header included; a BOM is dropped."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        # QUOTE_NONE: GLUE's quotes are literal text, and with it one record is exactly one line, so line_num is
+        # the line a person finds in an editor.
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for fields in reader:
+            yield reader.line_num, fields
+
+
+def _check_header(path: Path, line: int, fields: list[str], expected: tuple[str, ...]) -> None:
+    if tuple(field.strip() for field in fields) != expected:
+        raise ValueError(
+            f"{path}:{line}: the header is {fields!r}, expected the GLUE columns {list(expected)!r}; is this the "
+            "right file for the task?"
+        )
+
+
+def _check_fields(path: Path, line: int, fields: list[str], expected: tuple[str, ...]) -> None:
+    if len(fields) != len(expected):
+        raise ValueError(
+            f"{path}:{line}: expected {len(expected)} tab-separated fields ({', '.join(expected)}), found "
+            f"{len(fields)}; a stray tab or a line break inside a sentence breaks the row, fix the file."
+        )
+
+
+def _sentence(path: Path, line: int, value: str, column: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{path}:{line}: the {column} field is empty; every GLUE pair needs two sentences.")
+    return value
+
+
+def _read_mrpc_rows(path: Path) -> list[tuple[str, str, int, int]]:
+    rows = []
+    for line, fields in _tsv_rows(path):
+        if line == 1:
+            _check_header(path, line, fields, _MRPC_HEADER)
+            continue
+        if not fields:
+            continue  # a trailing empty line
+        _check_fields(path, line, fields, _MRPC_HEADER)
+        quality, _, _, first, second = fields
+        if quality not in ("0", "1"):
+            raise ValueError(f"{path}:{line}: the Quality (label) field is {quality!r}; MRPC labels are 0 or 1.")
+        first = _sentence(path, line, first, "#1 String")
+        second = _sentence(path, line, second, "#2 String")
+        rows.append((first, second, int(quality), len(rows)))
+    return rows
+
+
+def _read_rte_rows(path: Path) -> list[tuple[str, str, int, int]]:
+    label_ids = {name: label for label, name in enumerate(GLUE_LABEL_NAMES["rte"])}
+    rows = []
+    for line, fields in _tsv_rows(path):
+        if line == 1:
+            if tuple(fields) == _RTE_HEADER[:3]:
+                raise ValueError(
+                    f"{path}:{line}: this RTE file has no label column (GLUE's test.tsv); its labels are not public. "
+                    "Hold out part of train for choosing hyper-parameters (`split_off_selection`)."
+                )
+            _check_header(path, line, fields, _RTE_HEADER)
+            continue
+        if not fields:
+            continue
+        _check_fields(path, line, fields, _RTE_HEADER)
+        index, first, second, label = fields
+        if label not in label_ids:
+            raise ValueError(
+                f"{path}:{line}: the label is {label!r}; RTE labels are {' or '.join(GLUE_LABEL_NAMES['rte'])}."
+            )
+        try:
+            row_index = int(index)
+        except ValueError:
+            raise ValueError(f"{path}:{line}: the index field is {index!r}, not an integer.") from None
+        first = _sentence(path, line, first, "sentence1")
+        second = _sentence(path, line, second, "sentence2")
+        rows.append((first, second, label_ids[label], row_index))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------- selection
+def split_off_selection(
+    dataset: datasets.Dataset, fraction_or_size: float | int, seed: int = 0, *, stratify: bool = True
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Hold out a seeded part of a training set for choosing hyper-parameters (alpha, the epoch).
+
+    The paper tuned alpha on the validation set and reported dev results (Appendix H); here the dev set serves as the
+    test set where no labelled test set exists (RTE), so the selection set has to come out of train. Both parts keep
+    file order; the same dataset, size and seed always give the same parts.
+
+    Args:
+        dataset: A dataset with a ``label`` column (e.g. from `read_glue`).
+        fraction_or_size: A float in (0, 1): the share of rows to hold out (rounded to the nearest row, at least 1);
+            an int >= 1: the number of rows.
+        seed: Seed of the random choice.
+        stratify: Keep the label proportions of `dataset` in both parts (largest-remainder rounding per label).
+
+    Returns:
+        ``(train, selection)``: disjoint, together exactly `dataset`.
+
+    Raises:
+        ValueError: If the size is not in range (both parts must keep at least one row) or there is no label column
+            while `stratify` is set.
+        TypeError: If `fraction_or_size` is not a number (or is a bool).
+
+    Example:
+        >>> toy = datasets.Dataset.from_dict({"sentence1": list("abcdefghij"), "sentence2": list("ABCDEFGHIJ"),
+        ...                                  "label": [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]})
+        >>> train, selection = split_off_selection(toy, 0.5, seed=0)
+        >>> len(train), len(selection), sorted(selection["label"])
+        (5, 5, [0, 0, 0, 1, 1])
+    """
+    total = len(dataset)
+    size = _selection_size(fraction_or_size, total)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(total)
+    if stratify:
+        if "label" not in dataset.column_names:
+            raise ValueError("split_off_selection(stratify=True) needs a 'label' column; pass stratify=False.")
+        labels = np.asarray(dataset["label"])[order]
+        chosen = _stratified_choice(order, labels, size)
+    else:
+        chosen = order[:size]
+    in_selection = np.zeros(total, dtype=bool)
+    in_selection[chosen] = True
+    selection_indices = np.flatnonzero(in_selection).tolist()
+    train_indices = np.flatnonzero(~in_selection).tolist()
+    return dataset.select(train_indices), dataset.select(selection_indices)
+
+
+def _selection_size(fraction_or_size: float | int, total: int) -> int:
+    if isinstance(fraction_or_size, bool) or not isinstance(fraction_or_size, (int, float, np.integer, np.floating)):
+        raise TypeError(
+            f"fraction_or_size must be a float in (0, 1) or an int number of rows, got {fraction_or_size!r}."
+        )
+    if isinstance(fraction_or_size, (float, np.floating)):
+        if not 0.0 < fraction_or_size < 1.0:
+            raise ValueError(
+                f"A selection fraction must lie in (0, 1), got {fraction_or_size}; pass an int for a number of rows."
+            )
+        size = max(1, int(round(fraction_or_size * total)))
+    else:
+        size = int(fraction_or_size)
+    if not 1 <= size < total:
+        raise ValueError(
+            f"Cannot hold out {size} of {total} rows: both the training part and the selection part need at least "
+            "one row."
+        )
+    return size
+
+
+def _stratified_choice(order: np.ndarray, labels: np.ndarray, size: int) -> np.ndarray:
+    """`size` positions from `order`, each label's share matching its share in `labels` (largest remainder)."""
+    values, counts = np.unique(labels, return_counts=True)
+    exact = counts * size / len(labels)
+    quotas = np.floor(exact).astype(int)
+    # Hand the rows lost to rounding down to the labels with the largest remainders (ties: the more frequent label).
+    for position in np.lexsort((-counts, -(exact - quotas)))[: size - quotas.sum()]:
+        quotas[position] += 1
+    chosen = [order[labels == value][:quota] for value, quota in zip(values, quotas)]
+    return np.concatenate(chosen)
+
+
+# ----------------------------------------------------------------------------------------------------- features
+def task_texts(dataset: datasets.Dataset) -> list[str]:
+    """Every sentence of a GLUE dataset, both columns, pair by pair: the text the task vocabulary V_task (the tokens
+    that appear in the fine-tuning data, Section 5) is built from.
+
+    Example:
+        >>> pairs = datasets.Dataset.from_dict({"sentence1": ["A cat sat.", "Rain"], "sentence2": ["It sat.", "Sun"],
+        ...                                     "label": [1, 0]})
+        >>> task_texts(pairs)
+        ['A cat sat.', 'It sat.', 'Rain', 'Sun']
+    """
+    missing = [name for name in _TEXT_COLUMNS if name not in dataset.column_names]
+    if missing:
+        raise ValueError(
+            f"task_texts needs the columns {list(_TEXT_COLUMNS)}, the dataset lacks {missing} (it has "
+            f"{dataset.column_names}); read it with `read_glue`."
+        )
+    return [text for pair in zip(dataset["sentence1"], dataset["sentence2"]) for text in pair]
+
+
+def pair_lengths(dataset: datasets.Dataset, tokenizer: Any, batch_size: int = 1000) -> list[int]:
+    """The untruncated length in tokens (special tokens included) of every sentence pair of `dataset`.
+
+    Example:
+        >>> from hf_entity_models.tasks.embeddings.glue import pair_lengths  # doctest: +SKIP
+        >>> sum(pair_lengths(read_glue("../shared/data/glue", "mrpc", "train"), tokenizer)) / 3668  # doctest: +SKIP
+    """
+    lengths: list[int] = []
+    for start in range(0, len(dataset), batch_size):
+        batch = dataset[start : start + batch_size]
+        encoded = tokenizer(batch["sentence1"], batch["sentence2"], truncation=False, verbose=False)
+        lengths.extend(len(ids) for ids in encoded["input_ids"])
+    return lengths
+
+
+def glue_features(dataset: datasets.Dataset, tokenizer: Any, max_length: int = 128) -> datasets.Dataset:
+    """Tokenise the sentence pairs of a GLUE dataset for a sequence classifier.
+
+    Pairs longer than `max_length` tokens are truncated ``"longest_first"`` (tokens come off the longer sentence),
+    as every GLUE recipe does; how many were truncated is logged as a warning, never silent. Padding is left to the
+    collator (`DataCollatorWithPadding`), so batches are only as long as their longest pair.
+
+    Args:
+        dataset: Columns ``sentence1``, ``sentence2`` and ``label`` (from `read_glue`).
+        tokenizer: The model's tokenizer (it adds the special tokens and, for BERT, ``token_type_ids``).
+        max_length: Longest pair in tokens, special tokens included.
+
+    Returns:
+        The tokenizer's columns (``input_ids``, ``attention_mask``, ...) plus ``label`` and ``idx``; the sentence
+        columns are dropped.
+
+    Raises:
+        ValueError: If a text column is missing or `max_length` cannot hold the special tokens of a pair.
+    """
+    missing = [name for name in (*_TEXT_COLUMNS, "label") if name not in dataset.column_names]
+    if missing:
+        raise ValueError(f"glue_features needs the columns sentence1, sentence2, label; the dataset lacks {missing}.")
+    special = tokenizer.num_special_tokens_to_add(pair=True)
+    if max_length <= special + 1:
+        raise ValueError(
+            f"max_length={max_length} cannot hold a sentence pair: the tokenizer adds {special} special tokens; "
+            "use at least 128 as GLUE recipes do."
+        )
+    truncated = sum(length > max_length for length in pair_lengths(dataset, tokenizer))
+    if truncated:
+        logger.warning(
+            "%d of %d sentence pairs are longer than max_length=%d tokens and are truncated 'longest_first' (as GLUE "
+            "recipes do); pass a larger max_length to keep them whole.",
+            truncated,
+            len(dataset),
+            max_length,
+        )
+    else:
+        logger.info("No sentence pair of %d is longer than max_length=%d tokens.", len(dataset), max_length)
+
+    def tokenize(batch: Mapping[str, list]) -> Any:
+        return tokenizer(batch["sentence1"], batch["sentence2"], truncation="longest_first", max_length=max_length)
+
+    return dataset.map(tokenize, batched=True, remove_columns=list(_TEXT_COLUMNS), desc="Tokenising sentence pairs")
+
+
+# ----------------------------------------------------------------------------------------------------- recipe
+@dataclass(frozen=True)
+class GlueRecipe:
+    """One row of the paper's Table 10 (RoBERTa fine-tuning on GLUE, which is fairseq's RoBERTa GLUE recipe).
+
+    Attributes:
+        learning_rate: Peak learning rate.
+        batch_size: Sentences per update.
+        paper_updates: The table's number of updates (fairseq's ``--total-num-update``: the length of the
+            polynomial-decay schedule).
+        paper_warmup_updates: The table's warm-up updates (6% of `paper_updates`).
+        num_train_epochs: Epochs actually trained (fairseq's ``--max-epoch 10``).
+    """
+
+    learning_rate: float
+    batch_size: int
+    paper_updates: int
+    paper_warmup_updates: int
+    num_train_epochs: float = 10.0
+
+    @property
+    def warmup_fraction(self) -> float:
+        return self.paper_warmup_updates / self.paper_updates
+
+
+ROBERTA_GLUE_RECIPES = {
+    "mrpc": GlueRecipe(learning_rate=1e-5, batch_size=16, paper_updates=2296, paper_warmup_updates=137),
+    "rte": GlueRecipe(learning_rate=2e-5, batch_size=16, paper_updates=2036, paper_warmup_updates=122),
+}
+
+
+def glue_training_arguments(
+    output_dir: str | os.PathLike, task: str, seed: int = 0, **overrides: Any
+) -> TrainingArguments:
+    """`TrainingArguments` with the paper's RoBERTa GLUE recipe (Table 10; Appendix G: Adam, polynomial decay).
+
+    MRPC: learning rate 1e-5, batch 16; RTE: 2e-5, batch 16. The table's updates are expressed as epochs and a
+    warm-up fraction so that they carry over to a different training-set size (e.g. RTE train minus a selection
+    set): 10 epochs (MRPC: 2,296 updates = 10 epochs of 230 batches) with the first 6% of the updates warming up
+    (137/2,296, 122/2,036), then linear ("polynomial", power 1) decay to 0. Adam as in fairseq's recipe: betas
+    (0.9, 0.98), eps 1e-6, decoupled weight decay 0.1, no gradient clipping. Evaluation after each epoch, no
+    checkpoints saved, no reporting integrations. Every field can be overridden (e.g. ``max_steps=40`` for a CPU
+    run; ``max_steps`` wins over the epochs).
+
+    Note: fairseq's RTE recipe schedules the decay over 2,036 updates but stops after 10 epochs (1,560 updates on
+    2,490 pairs), so its learning rate never reaches 0; here the decay always spans the run.
+
+    Args:
+        output_dir: Where the Trainer writes (logs; checkpoints if you turn saving on).
+        task: ``"mrpc"`` or ``"rte"``.
+        seed: Seed of the run (model head initialisation, data order, dropout).
+        **overrides: Any `TrainingArguments` field.
+
+    Example:
+        >>> args = glue_training_arguments("runs/mrpc", "MRPC", max_steps=40)
+        >>> args.learning_rate, args.per_device_train_batch_size, args.lr_scheduler_type.value, args.max_steps
+        (1e-05, 16, 'polynomial', 40)
+    """
+    recipe = ROBERTA_GLUE_RECIPES[_normalise_task(task)]
+    values: dict[str, Any] = dict(
+        output_dir=os.fspath(output_dir),
+        learning_rate=recipe.learning_rate,
+        per_device_train_batch_size=recipe.batch_size,
+        per_device_eval_batch_size=64,
+        num_train_epochs=recipe.num_train_epochs,
+        warmup_steps=recipe.warmup_fraction,  # a float below 1 is a share of the training steps
+        lr_scheduler_type="polynomial",
+        lr_scheduler_kwargs={"lr_end": 0.0, "power": 1.0},
+        optim="adamw_torch",
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-6,
+        weight_decay=0.1,
+        max_grad_norm=0.0,  # fairseq --clip-norm 0.0: no clipping
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_strategy="steps",
+        logging_steps=50,
+        report_to=[],
+        seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+    )
+    values.update(overrides)
+    return TrainingArguments(**values)
+
+
+# ----------------------------------------------------------------------------------------------------- metrics
+def compute_glue_metrics(eval_prediction: EvalPrediction | tuple) -> dict[str, float]:
+    """Accuracy and the F1 of the positive class 1 (MRPC's "equivalent", as GLUE reports F1), as fractions.
+
+    Args:
+        eval_prediction: The Trainer's `EvalPrediction` (or a ``(predictions, label_ids)`` pair): logits of shape
+            (N, num_labels) (a tuple of outputs: the first) or predicted labels of shape (N,), and gold labels (N,).
+
+    Returns:
+        ``{"accuracy": ..., "f1": ...}``; F1 is 0.0 when class 1 is neither predicted nor gold.
+
+    Example:
+        >>> logits = np.array([[0.0, 1.0], [2.0, 0.0], [0.0, 3.0], [1.0, 0.0]])  # predictions 1, 0, 1, 0
+        >>> compute_glue_metrics((logits, np.array([1, 1, 0, 0])))  # TP 1, FP 1, FN 1
+        {'accuracy': 0.5, 'f1': 0.5}
+    """
+    if isinstance(eval_prediction, EvalPrediction):
+        predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
+    else:
+        predictions, labels = eval_prediction
+    if isinstance(predictions, (tuple, list)):
+        predictions = predictions[0]
+    predictions = np.asarray(predictions)
+    labels = np.asarray(labels).reshape(-1)
+    predicted = predictions.argmax(axis=-1) if predictions.ndim == 2 else predictions.reshape(-1)
+    if predicted.shape != labels.shape:
+        raise ValueError(
+            f"compute_glue_metrics got {predicted.shape[0]} predictions for {labels.shape[0]} labels; pass the "
+            "logits of shape (N, num_labels) or predicted labels of shape (N,) for N labels."
+        )
+    if labels.size == 0:
+        raise ValueError("compute_glue_metrics got no examples; evaluate on a non-empty dataset.")
+    true_positive = int(np.sum((predicted == 1) & (labels == 1)))
+    false_positive = int(np.sum((predicted == 1) & (labels != 1)))
+    false_negative = int(np.sum((predicted != 1) & (labels == 1)))
+    denominator = 2 * true_positive + false_positive + false_negative
+    return {
+        "accuracy": float(np.mean(predicted == labels)),
+        "f1": 2 * true_positive / denominator if denominator else 0.0,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------- training
+def build_glue_trainer(
+    model: nn.Module,
+    tokenizer: Any,
+    train_dataset: datasets.Dataset,
+    eval_dataset: datasets.Dataset | Mapping[str, datasets.Dataset] | None,
+    args: TrainingArguments,
+    *,
+    max_length: int = 128,
+    callbacks: Sequence[TrainerCallback] | None = None,
+) -> Trainer:
+    """The stock `Trainer` for a GLUE sentence-pair task: dynamic padding, `compute_glue_metrics`.
+
+    Datasets straight from `read_glue` are tokenised with `glue_features` (`max_length`); already tokenised ones
+    (with ``input_ids``) are used as they are. `eval_dataset` may be a dict of named sets: the Trainer then reports
+    each with the prefix ``eval_<name>_``. `callbacks` go to the Trainer (e.g. `transformers.EarlyStoppingCallback`).
+
+    Raises:
+        ValueError: If the model's number of labels cannot hold the dataset's labels, or evaluation is scheduled
+            (``args.eval_strategy``) without an evaluation set.
+    """
+    train_features = _as_features(train_dataset, tokenizer, max_length)
+    eval_features: datasets.Dataset | dict[str, datasets.Dataset] | None
+    if eval_dataset is None:
+        if str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no":
+            raise ValueError(
+                f"args.eval_strategy is {args.eval_strategy!r} but no eval_dataset was given; pass one, or "
+                "eval_strategy='no'."
+            )
+        eval_features = None
+    elif isinstance(eval_dataset, Mapping):
+        eval_features = {name: _as_features(part, tokenizer, max_length) for name, part in eval_dataset.items()}
+    else:
+        eval_features = _as_features(eval_dataset, tokenizer, max_length)
+    for part in [train_features, *(eval_features.values() if isinstance(eval_features, dict) else [eval_features])]:
+        if part is not None:
+            _check_labels_fit(model, part)
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_features,
+        eval_dataset=eval_features,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+        compute_metrics=compute_glue_metrics,
+        callbacks=list(callbacks) if callbacks else None,
+    )
+
+
+def fine_tune_glue(
+    model: nn.Module,
+    tokenizer: Any,
+    train: datasets.Dataset,
+    evaluation_sets: Mapping[str, datasets.Dataset],
+    args: TrainingArguments,
+    *,
+    max_length: int = 128,
+    callbacks: Sequence[TrainerCallback] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Fine-tune `model` on `train` and evaluate it on every named evaluation set after training.
+
+    The evaluation sets are also what the Trainer evaluates after each epoch (``args.eval_strategy``), each under its
+    own name. The model is trained in place; the last model is evaluated (set ``load_best_model_at_end`` and
+    ``metric_for_best_model="eval_<selection set>_accuracy"`` in `args`, with saving on, to evaluate the best epoch
+    on a held-out selection set instead).
+
+    Args:
+        model: Any sequence classifier (e.g. `AutoModelForSequenceClassification`, ``num_labels=2``).
+        tokenizer: Its tokenizer.
+        train: Training pairs (`read_glue` layout, or already `glue_features`).
+        evaluation_sets: Name -> dataset, e.g. ``{"selection": ..., "dev": ...}``.
+        args: e.g. `glue_training_arguments`.
+        max_length: Longest tokenised pair (see `glue_features`).
+        callbacks: Trainer callbacks (e.g. one that records ``state.log_history``).
+
+    Returns:
+        Name -> metrics without prefix: ``{"dev": {"accuracy": ..., "f1": ..., "loss": ..., "runtime": ...}, ...}``.
+
+    Example:
+        >>> args = glue_training_arguments("runs/mrpc", "mrpc", max_steps=40)  # doctest: +SKIP
+        >>> fine_tune_glue(model, tokenizer, mrpc_train, {"dev": mrpc_dev, "test": mrpc_test}, args)  # doctest: +SKIP
+        {'dev': {'loss': 0.59, 'accuracy': 0.70, 'f1': 0.81, ...}, 'test': {...}}
+    """
+    if not evaluation_sets:
+        raise ValueError(
+            "fine_tune_glue needs at least one evaluation set, e.g. {'dev': read_glue(folder, task, 'dev')}."
+        )
+    trainer = build_glue_trainer(
+        model, tokenizer, train, dict(evaluation_sets), args, max_length=max_length, callbacks=callbacks
+    )
+    trainer.train()
+    results = {}
+    for name, features in trainer.eval_dataset.items():
+        metrics = trainer.evaluate(eval_dataset=features, metric_key_prefix=name)
+        results[name] = {key.removeprefix(f"{name}_"): value for key, value in metrics.items()}
+        logger.info("%s: %s", name, results[name])
+    return results
+
+
+def _as_features(dataset: datasets.Dataset, tokenizer: Any, max_length: int) -> datasets.Dataset:
+    return dataset if "input_ids" in dataset.column_names else glue_features(dataset, tokenizer, max_length)
+
+
+def _check_labels_fit(model: nn.Module, features: datasets.Dataset) -> None:
+    num_labels = getattr(getattr(model, "config", None), "num_labels", None)
+    if num_labels is None or "label" not in features.column_names or len(features) == 0:
+        return
+    labels = np.asarray(features["label"])
+    if labels.min() < 0 or labels.max() >= num_labels:
+        raise ValueError(
+            f"The model has num_labels={num_labels} but the data's labels range over {labels.min()}..{labels.max()}; "
+            "build the classifier with num_labels=2 for MRPC and RTE."
+        )
+
+
+# ----------------------------------------------------------------------------------------------------- models
+def sequence_classifier_from(
+    model_or_path: PreTrainedModel | str | os.PathLike, num_labels: int = 2, **config_overrides: Any
+) -> PreTrainedModel:
+    """A fresh `AutoModelForSequenceClassification` whose base model carries the weights of `model_or_path`.
+
+    This is how a PLM whose token embeddings were rebuilt (e.g. a `BertModel` saved after DefinitionEMB replaced its
+    input embeddings) goes to GLUE: the base weights (embeddings, encoder, and the pooler when there is one) are copied
+    exactly; the classification head (and a pooler the source lacks) starts fresh.
+
+    Args:
+        model_or_path: A checkpoint folder (any model of the family: base model, masked LM, classifier; safetensors)
+            or a loaded model; only its base model's weights are used.
+        num_labels: Classes of the new head (2 for MRPC and RTE).
+        **config_overrides: Config fields to change for fine-tuning (e.g. ``hidden_dropout_prob=0.1``).
+
+    Raises:
+        ValueError: If the base weights do not fit the architecture its config describes (a weight of another shape,
+            e.g. an embedding matrix replaced without updating ``config.vocab_size``; missing or unexpected weights),
+            or the config's model type has no sequence classifier.
+
+    Example:
+        >>> from transformers import BertConfig, BertModel
+        >>> base = BertModel(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        ...                             intermediate_size=16))
+        >>> classifier = sequence_classifier_from(base, num_labels=2)
+        >>> type(classifier).__name__, bool(torch.equal(classifier.bert.embeddings.word_embeddings.weight,
+        ...                                              base.embeddings.word_embeddings.weight))
+        ('BertForSequenceClassification', True)
+    """
+    if isinstance(model_or_path, PreTrainedModel):
+        source = model_or_path.base_model
+        config = model_or_path.config
+        description = f"the given {type(model_or_path).__name__}"
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        source, config, description = _load_base_model(model_or_path)
+    else:
+        raise TypeError(
+            "sequence_classifier_from takes a PreTrainedModel or a checkpoint folder, got "
+            f"{type(model_or_path).__name__}."
+        )
+    classifier_config = copy.deepcopy(config)
+    classifier_config.num_labels = num_labels
+    for name, value in config_overrides.items():
+        setattr(classifier_config, name, value)
+    try:
+        classifier = AutoModelForSequenceClassification.from_config(classifier_config)
+    except ValueError as error:
+        raise ValueError(
+            f"No sequence classifier exists for the config of {description} (model_type "
+            f"{getattr(config, 'model_type', None)!r}): {error}"
+        ) from error
+    target = classifier.base_model
+    state = source.state_dict()
+    target_state = target.state_dict()
+    mismatched = [
+        f"{name}: checkpoint {tuple(tensor.shape)} vs config {tuple(target_state[name].shape)}"
+        for name, tensor in state.items()
+        if name in target_state and tuple(tensor.shape) != tuple(target_state[name].shape)
+    ]
+    unexpected = sorted(set(state) - set(target_state))
+    missing = sorted(set(target_state) - set(state))
+    fresh_pooler = [name for name in missing if name.startswith("pooler.")]
+    missing = [name for name in missing if not name.startswith("pooler.")]
+    if mismatched or unexpected or missing:
+        problems = []
+        if mismatched:
+            problems.append("weights of another shape than the config describes: " + "; ".join(mismatched[:5]))
+        if missing:
+            problems.append(f"missing weights: {missing[:5]}")
+        if unexpected:
+            problems.append(f"weights the classifier has no place for: {unexpected[:5]}")
+        raise ValueError(
+            f"The base weights of {description} do not fit a {type(classifier).__name__} built from its config ("
+            + "; ".join(problems)
+            + "). If the input embeddings were replaced, call `model.resize_token_embeddings(new_size)` (it updates "
+            "config.vocab_size) or set the matching config fields before saving."
+        )
+    if fresh_pooler:
+        logger.warning(
+            "%s has no pooler weights; the %s's pooler starts fresh, like its classification head.",
+            description,
+            type(classifier).__name__,
+        )
+    with torch.no_grad():
+        result = target.load_state_dict(state, strict=False)
+    assert not result.unexpected_keys, result.unexpected_keys  # checked above
+    return classifier
+
+
+def _load_base_model(path: str | os.PathLike) -> tuple[nn.Module, Any, str]:
+    """The base model stored in a checkpoint folder, loaded so that nothing is filled in silently."""
+    description = f"checkpoint {os.fspath(path)}"
+    if not Path(path).is_dir():
+        raise ValueError(f"{description} is not a folder; pass a folder written by `save_pretrained`, or a model.")
+    config = AutoConfig.from_pretrained(path)
+    try:
+        base, info = AutoModel.from_pretrained(
+            path, config=config, output_loading_info=True, ignore_mismatched_sizes=True, dtype=torch.float32
+        )
+    except (RuntimeError, ValueError, OSError) as error:
+        raise ValueError(f"Could not load the base model of {description}: {error}") from error
+    mismatched = [
+        f"{name}: checkpoint {tuple(saved)} vs config {tuple(built)}" for name, saved, built in _mismatched(info)
+    ]
+    missing = [name for name in info.get("missing_keys", ()) if not str(name).startswith("pooler.")]
+    pooler_missing = [name for name in info.get("missing_keys", ()) if str(name).startswith("pooler.")]
+    if mismatched or missing:
+        raise ValueError(
+            f"The base weights of {description} do not fit the architecture its config.json describes ("
+            + "; ".join(
+                ([f"weights of another shape: {mismatched[:5]}"] if mismatched else [])
+                + ([f"missing weights: {missing[:5]}"] if missing else [])
+            )
+            + "). If the input embeddings were replaced, call `model.resize_token_embeddings(new_size)` (it updates "
+            "config.vocab_size) before `save_pretrained`."
+        )
+    if pooler_missing and getattr(base, "pooler", None) is not None:
+        # from_pretrained filled the pooler with fresh values; drop it so that the classifier keeps its own fresh
+        # pooler and the caller is told (sequence_classifier_from warns).
+        base.pooler = None
+    return base, config, description
+
+
+def _mismatched(info: Mapping[str, Any]) -> list[tuple[str, Sequence[int], Sequence[int]]]:
+    """(name, checkpoint shape, model shape) of each mismatched weight in `from_pretrained`'s loading info."""
+    entries = []
+    for entry in info.get("mismatched_keys", ()) or ():
+        if isinstance(entry, (tuple, list)) and len(entry) == 3:
+            entries.append((str(entry[0]), entry[1], entry[2]))
+        else:
+            entries.append((str(entry), (), ()))
+    return entries

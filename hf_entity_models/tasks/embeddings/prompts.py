@@ -1,0 +1,690 @@
+"""Definition prompts and their corruption for DefinitionEMB (Section 5.1, Figure 4, Appendix E / Figure 17).
+
+A word's dictionary definition is written into one prompt that also names the word four times, in the four forms a
+tokenizer can give it (Figure 17 a)::
+
+    The definition of {word} is {definition}. Its part-of-speech, bpe-form without space, capitalization, and
+    uppercase are {pos}, {bpe_form}, {Capitalized}, and {UPPER}, respectively.
+
+The four word slots are the *corruption spans*: the tokens the definition reader must rebuild the embeddings of.
+
+* `build_definition_prompt` assembles the prompt segment by segment from token ids, so the spans are exact token
+  positions (never recovered from character offsets), and adds the tokenizer's special tokens around it.
+* `corrupt_for_encoder` is the encoder-only training corruption (50% mask token, 25% random token, 25% unchanged);
+  `masked_one_at_a_time` the encoder-only inference input (one span token masked per copy).
+* `encoder_decoder_example` is the encoder-decoder source/target pair (Figure 17 b, c): each span becomes one
+  sentinel in the source, the target lists the spans after their sentinels.
+
+Example:
+    >>> definition = WordDefinition("discomfort", "verb", "To cause annoyance or distress to")
+    >>> prompt = build_definition_prompt(tokenizer, definition)  # doctest: +SKIP
+    >>> [tokenizer.decode(prompt.input_ids[start:end]) for start, end in prompt.corruption_spans]  # doctest: +SKIP
+    [' discomfort', 'discomfort', ' Discomfort', ' DISCOMFORT']
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+__all__ = [
+    "IGNORE_INDEX",
+    "NUM_WORD_SLOTS",
+    "WORD_FORM_KEYS",
+    "DefinitionPrompt",
+    "WordDefinition",
+    "build_definition_prompt",
+    "build_definition_prompts",
+    "check_corruption_probabilities",
+    "corrupt_for_encoder",
+    "default_decoder_start_token_id",
+    "encoder_decoder_example",
+    "masked_one_at_a_time",
+    "random_replacement_ids",
+    "sentinel_token_ids",
+    "tokenizer_convention",
+    "word_forms",
+]
+
+# The label the loss ignores (positions that are not corrupted word-slot tokens).
+IGNORE_INDEX = -100
+# The word slots of the prompt, in prompt order; they are also the keys of `word_forms`.
+WORD_FORM_KEYS = ("word", "bpe_form", "capitalized", "uppercase")
+NUM_WORD_SLOTS = len(WORD_FORM_KEYS)
+
+_SPACE_MARKERS = ("Ġ", "▁")
+_WORDPIECE_PREFIX = "##"
+_CONVENTIONS = ("space-marker", "wordpiece")
+Convention = Literal["space-marker", "wordpiece"]
+
+
+# ------------------------------------------------------------------------------------------------ records
+@dataclass(frozen=True)
+class WordDefinition:
+    """One dictionary entry: a word, its part of speech and its definition.
+
+    Attributes:
+        word: The defined word (one token sequence of the vocabulary's language, e.g. ``"discomfort"``).
+        part_of_speech: Written into the prompt as is (``"noun"``, ``"verb"``, ``"numeral"`` ...).
+        definition: The definition text.
+
+    Raises:
+        TypeError: If a field is not a string.
+        ValueError: If the word, part of speech or definition is empty (naming the word).
+
+    Example:
+        >>> WordDefinition("discomfort", "verb", "To cause annoyance or distress to").word
+        'discomfort'
+    """
+
+    word: str
+    part_of_speech: str
+    definition: str
+
+    def __post_init__(self) -> None:
+        for name in ("word", "part_of_speech", "definition"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(
+                    f"WordDefinition.{name} must be a string, got {type(value).__name__} ({value!r}) "
+                    f"for the word {self.word!r}."
+                )
+        if not self.word.strip():
+            raise ValueError(
+                f"WordDefinition has an empty word {self.word!r} (definition {self.definition!r}); every definition "
+                "needs the word it defines. Drop the row or fill in the word."
+            )
+        if not self.definition.strip():
+            raise ValueError(
+                f"The word {self.word!r} has an empty definition; DefinitionEMB reads the definition to build the "
+                "embedding. Drop the row or give a definition."
+            )
+        if not self.part_of_speech.strip():
+            raise ValueError(
+                f"The word {self.word!r} has an empty part of speech; the prompt writes it out. Give one (e.g. "
+                "'noun') or a placeholder such as 'unknown'."
+            )
+
+
+@dataclass(frozen=True)
+class DefinitionPrompt:
+    """A tokenized definition prompt and the token positions of its four word slots.
+
+    Attributes:
+        input_ids: The prompt's token ids, with the tokenizer's special tokens around it.
+        corruption_spans: ``[start, end)`` token positions of the word slots (word, bpe-form, capitalized,
+            uppercase), in prompt order, non-empty and non-overlapping.
+        word: The defined word.
+
+    Raises:
+        ValueError: If a span is empty, outside ``input_ids``, or overlaps / precedes the previous one.
+
+    Example:
+        >>> prompt = DefinitionPrompt([0, 7, 8, 9, 2], [(1, 2), (3, 4)], "cat")
+        >>> prompt.span_positions()
+        [1, 3]
+    """
+
+    input_ids: list[int]
+    corruption_spans: list[tuple[int, int]]
+    word: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input_ids", [int(token_id) for token_id in self.input_ids])
+        spans = []
+        previous_end = 0
+        for span in self.corruption_spans:
+            if len(span) != 2:
+                raise ValueError(f"Prompt for {self.word!r}: a corruption span is (start, end), got {span!r}.")
+            start, end = int(span[0]), int(span[1])
+            if not previous_end <= start < end <= len(self.input_ids):
+                raise ValueError(
+                    f"Prompt for {self.word!r}: corruption span {span!r} is empty, outside the {len(self.input_ids)} "
+                    "tokens, or overlaps the previous span; spans are increasing, non-empty [start, end) positions."
+                )
+            spans.append((start, end))
+            previous_end = end
+        object.__setattr__(self, "corruption_spans", spans)
+
+    def span_positions(self) -> list[int]:
+        """Every token position inside the corruption spans, in order."""
+        return [position for start, end in self.corruption_spans for position in range(start, end)]
+
+    @classmethod
+    def from_features(cls, features: Mapping[str, Any]) -> DefinitionPrompt:
+        """A prompt from a dataset row with ``input_ids``, ``corruption_spans`` (and optionally ``word``)."""
+        if not isinstance(features, Mapping) or "input_ids" not in features or "corruption_spans" not in features:
+            raise TypeError(
+                "A definition example is a mapping with 'input_ids' and 'corruption_spans' (the rows of "
+                f"definition_prompt_dataset), got {type(features).__name__}"
+                + (f" with keys {sorted(features)}" if isinstance(features, Mapping) else "")
+                + "."
+            )
+        input_ids = features["input_ids"]
+        if isinstance(input_ids, torch.Tensor):
+            input_ids = input_ids.tolist()
+        spans = features["corruption_spans"]
+        if isinstance(spans, torch.Tensor):
+            spans = spans.tolist()
+        return cls(list(input_ids), [tuple(span) for span in spans], str(features.get("word", "") or ""))
+
+
+# ------------------------------------------------------------------------------------------------ tokenizer facts
+def tokenizer_convention(tokenizer: Any) -> Convention:
+    """How the tokenizer marks word boundaries: ``"space-marker"`` or ``"wordpiece"``.
+
+    ``"space-marker"``: byte-level BPE (GPT-2, RoBERTa, BART: a leading ``Ġ``) or SentencePiece (T5, XLM-R: ``▁``),
+    where a token carries the space before it. ``"wordpiece"``: BERT-style, where a word-internal piece carries
+    ``##`` and spaces are not tokens.
+
+    Raises:
+        ValueError: If the vocabulary uses neither convention.
+
+    Example:
+        >>> tokenizer_convention(tokenizer)  # doctest: +SKIP
+        'space-marker'
+    """
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    if model is not None and type(model).__name__ == "WordPiece":
+        return "wordpiece"
+    counts = _marker_counts(tokenizer)
+    if max(counts.values()) == 0:
+        raise ValueError(
+            f"{type(tokenizer).__name__}: no vocabulary token starts with 'Ġ', '▁' or '##', so the prompt's "
+            "bpe-form slot cannot be built. DefinitionEMB supports byte-level BPE, SentencePiece and WordPiece "
+            "tokenizers."
+        )
+    space_markers = max(counts[marker] for marker in _SPACE_MARKERS)
+    return "wordpiece" if counts[_WORDPIECE_PREFIX] > space_markers else "space-marker"
+
+
+def _marker_counts(tokenizer: Any) -> dict[str, int]:
+    counts = {marker: 0 for marker in (*_SPACE_MARKERS, _WORDPIECE_PREFIX)}
+    for token in tokenizer.get_vocab():
+        for marker in counts:
+            if token.startswith(marker):
+                counts[marker] += 1
+    return counts
+
+
+def _space_marker(tokenizer: Any) -> str:
+    counts = _marker_counts(tokenizer)
+    return max(_SPACE_MARKERS, key=lambda marker: counts[marker])
+
+
+def random_replacement_ids(tokenizer: Any) -> list[int]:
+    """The ids a corrupted token may be replaced with: the vocabulary without special tokens.
+
+    Special tokens (``<s>``, ``<pad>``, ``<mask>``, T5's ``<extra_id_i>`` ...) and added tokens marked special are
+    left out: a random ``</s>`` in the middle of a prompt would teach the reader nothing about the word.
+
+    Example:
+        >>> ids = random_replacement_ids(tokenizer)  # doctest: +SKIP
+        >>> tokenizer.mask_token_id in ids  # doctest: +SKIP
+        False
+    """
+    special = set(int(token_id) for token_id in tokenizer.all_special_ids)
+    for token_id, added in getattr(tokenizer, "added_tokens_decoder", {}).items():
+        if getattr(added, "special", False):
+            special.add(int(token_id))
+    ids = [token_id for token_id in range(len(tokenizer)) if token_id not in special]
+    if not ids:
+        raise ValueError(f"{type(tokenizer).__name__} has no non-special token to use as a random replacement.")
+    return ids
+
+
+def sentinel_token_ids(tokenizer: Any, num_spans: int = NUM_WORD_SLOTS) -> list[int]:
+    """The token that replaces each corruption span in the encoder-decoder source (Section 5.1, Raffel et al.).
+
+    T5-style tokenizers have a distinct sentinel per span (``<extra_id_0>``, ``<extra_id_1>`` ...) and get those;
+    other encoder-decoder tokenizers (BART) use their mask token for every span.
+
+    Raises:
+        ValueError: If the tokenizer has neither sentinels nor a mask token.
+
+    Example:
+        >>> sentinel_token_ids(bart_tokenizer) == [bart_tokenizer.mask_token_id] * 4  # doctest: +SKIP
+        True
+    """
+    vocab = tokenizer.get_vocab()
+    sentinels = [vocab.get(f"<extra_id_{index}>") for index in range(num_spans)]
+    if all(sentinel is not None for sentinel in sentinels):
+        return [int(sentinel) for sentinel in sentinels]
+    if tokenizer.mask_token_id is not None:
+        return [int(tokenizer.mask_token_id)] * num_spans
+    raise ValueError(
+        f"{type(tokenizer).__name__} has neither T5-style sentinel tokens (<extra_id_0> ...) nor a mask token, so "
+        "the encoder-decoder reader cannot mark the corrupted spans in its source. Add a mask token "
+        "(tokenizer.add_special_tokens({'mask_token': '<mask>'}) and resize the model's embeddings)."
+    )
+
+
+def default_decoder_start_token_id(tokenizer: Any) -> int:
+    """The decoder start id when the model config does not give one: pad for T5-style tokenizers, else eos (BART).
+
+    Example:
+        >>> default_decoder_start_token_id(bart_tokenizer) == bart_tokenizer.eos_token_id  # doctest: +SKIP
+        True
+    """
+    t5_style = "<extra_id_0>" in tokenizer.get_vocab()
+    token_id = tokenizer.pad_token_id if t5_style else tokenizer.eos_token_id
+    if token_id is None:
+        raise ValueError(
+            f"{type(tokenizer).__name__} has no {'pad' if t5_style else 'eos'} token to start the decoder with; pass "
+            "decoder_start_token_id (the model config's value) explicitly."
+        )
+    return int(token_id)
+
+
+# ------------------------------------------------------------------------------------------------ word forms
+def word_forms(tokenizer: Any, word: str) -> dict[str, list[int]]:
+    """The token ids of the four forms of `word` written into the prompt (no special tokens).
+
+    space-marker tokenizers: ``"word"`` = `` word`` (with its space marker), ``"bpe_form"`` = ``word`` without the
+    space marker, ``"capitalized"`` = `` Word``, ``"uppercase"`` = `` WORD``.
+    wordpiece tokenizers: ``"word"`` = ``word``, ``"bpe_form"`` = the word spelled in continuation (``##``) pieces
+    (the plain ``word`` tokens when the vocabulary cannot spell it so), ``"capitalized"`` = ``Word``,
+    ``"uppercase"`` = ``WORD`` (an uncased tokenizer lowercases the last two: its own convention).
+
+    Raises:
+        ValueError: If the word is empty or a form tokenizes to nothing.
+
+    Example:
+        >>> forms = word_forms(tokenizer, "discomfort")  # doctest: +SKIP
+        >>> tokenizer.convert_ids_to_tokens(forms["bpe_form"])  # doctest: +SKIP
+        ['dis', 'comfort']
+    """
+    return _PromptBuilder(tokenizer).word_forms(word)
+
+
+class _PromptBuilder:
+    """The tokenizer facts a prompt needs, computed once (a dataset map builds many prompts with one tokenizer)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if not callable(tokenizer) or not hasattr(tokenizer, "get_vocab"):
+            raise TypeError(f"Expected a transformers tokenizer, got {type(tokenizer).__name__}.")
+        self.tokenizer = tokenizer
+        self.convention = tokenizer_convention(tokenizer)
+        self.vocab = tokenizer.get_vocab()
+        self.marker = _space_marker(tokenizer) if self.convention == "space-marker" else _WORDPIECE_PREFIX
+        self.prefix_ids, self.suffix_ids = _special_token_frame(tokenizer)
+
+    # -- encoding
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        return [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+    def continuation(self, ids: list[int], text: str) -> list[int]:
+        """`ids` of `text` as it reads glued to the previous token: no space marker the text does not have.
+
+        Byte-level BPE never adds a marker by itself, but SentencePiece (and BPE with ``add_prefix_space``) prepends
+        one to every separately encoded text; that first marker is removed here, re-tokenizing the bare piece with
+        the tokenizer's own model when the vocabulary lacks it.
+        """
+        if self.convention != "space-marker" or not ids or text[:1].isspace():
+            return ids
+        first = self.tokenizer.convert_ids_to_tokens(ids[0])
+        if not isinstance(first, str) or not first.startswith(self.marker):
+            return ids
+        bare = first[len(self.marker) :]
+        if not bare:
+            return ids[1:]
+        if bare in self.vocab:
+            return [self.vocab[bare], *ids[1:]]
+        model = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "model", None)
+        if model is not None and hasattr(model, "tokenize"):
+            pieces = [self.vocab.get(token.value) for token in model.tokenize(bare)]
+            if pieces and all(piece is not None for piece in pieces):
+                return [*pieces, *ids[1:]]
+        logger.warning_once(
+            f"{type(self.tokenizer).__name__}: cannot write {first!r} without its space marker; the bpe-form slot "
+            "keeps the marker for such words."
+        )
+        return ids
+
+    def wordpiece_continuation(self, word_ids: list[int], word: str) -> list[int]:
+        """`word` spelled with ``##`` pieces only (greedy longest match, as WordPiece itself); else `word_ids`."""
+        normalizer = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "normalizer", None)
+        text = normalizer.normalize_str(word) if normalizer is not None else word
+        text = text.strip()
+        pieces: list[int] = []
+        start = 0
+        while start < len(text):
+            for end in range(len(text), start, -1):
+                piece_id = self.vocab.get(_WORDPIECE_PREFIX + text[start:end])
+                if piece_id is not None:
+                    pieces.append(piece_id)
+                    start = end
+                    break
+            else:
+                return word_ids
+        return pieces or word_ids
+
+    # -- forms and prompts
+    def word_forms(self, word: str) -> dict[str, list[int]]:
+        return self._forms_from_encoded(word, self.encode(self._form_texts(word)))
+
+    def _form_texts(self, word: str) -> list[str]:
+        if not isinstance(word, str) or not word.strip():
+            raise ValueError(f"Cannot build word forms for an empty word ({word!r}).")
+        word = word.strip()
+        capitalized = word[:1].upper() + word[1:]
+        if self.convention == "space-marker":
+            return [" " + word, word, " " + capitalized, " " + word.upper()]
+        return [word, word, capitalized, word.upper()]
+
+    def _forms_from_encoded(self, word: str, encoded: list[list[int]]) -> dict[str, list[int]]:
+        texts = self._form_texts(word)
+        forms = dict(zip(WORD_FORM_KEYS, encoded))
+        if self.convention == "space-marker":
+            forms["bpe_form"] = self.continuation(forms["bpe_form"], texts[1])
+        else:
+            forms["bpe_form"] = self.wordpiece_continuation(forms["bpe_form"], texts[1])
+        for key, ids in forms.items():
+            if not ids:
+                raise ValueError(
+                    f"The {key} form of the word {word!r} tokenizes to no tokens with {type(self.tokenizer).__name__}; "
+                    "the word cannot be a corruption target."
+                )
+        return forms
+
+    def build(
+        self, definitions: Sequence[WordDefinition], max_length: int | None = None
+    ) -> list[tuple[DefinitionPrompt, int]]:
+        """Prompts for `definitions`, each with how many definition tokens were cut to fit `max_length`."""
+        texts: list[str] = []
+        layouts = []
+        for definition in definitions:
+            if not isinstance(definition, WordDefinition):
+                raise TypeError(f"Expected a WordDefinition, got {type(definition).__name__} ({definition!r}).")
+            segments = _template_segments(definition, self.convention)
+            form_texts = self._form_texts(definition.word)
+            layouts.append((definition, segments, len(texts)))
+            texts.extend(form_texts)
+            texts.extend(text for kind, text in segments if kind not in WORD_FORM_KEYS)
+        encoded = self.encode(texts)
+        prompts = []
+        for definition, segments, offset in layouts:
+            forms = self._forms_from_encoded(definition.word, encoded[offset : offset + NUM_WORD_SLOTS])
+            cursor = offset + NUM_WORD_SLOTS
+            pieces: list[tuple[str, list[int]]] = []
+            for index, (kind, text) in enumerate(segments):
+                if kind in WORD_FORM_KEYS:
+                    pieces.append((kind, forms[kind]))
+                    continue
+                ids = encoded[cursor]
+                cursor += 1
+                # The opening text is the sequence start: keep whatever the tokenizer does there.
+                pieces.append((kind, ids if index == 0 else self.continuation(ids, text)))
+            prompts.append(self._assemble(definition, pieces, max_length))
+        return prompts
+
+    def _assemble(
+        self, definition: WordDefinition, pieces: list[tuple[str, list[int]]], max_length: int | None
+    ) -> tuple[DefinitionPrompt, int]:
+        total = len(self.prefix_ids) + len(self.suffix_ids) + sum(len(ids) for _, ids in pieces)
+        cut = 0
+        if max_length is not None and total > max_length:
+            definition_ids = next(ids for kind, ids in pieces if kind == "definition")
+            cut = total - max_length
+            if cut >= len(definition_ids):
+                raise ValueError(
+                    f"The prompt for the word {definition.word!r} needs {total - len(definition_ids) + 1} tokens even "
+                    f"with a one-token definition, more than max_length={max_length}; raise max_length or drop this "
+                    "word."
+                )
+            pieces = [(kind, ids[: len(ids) - cut] if kind == "definition" else ids) for kind, ids in pieces]
+        input_ids = list(self.prefix_ids)
+        spans = []
+        for kind, ids in pieces:
+            if kind in WORD_FORM_KEYS:
+                spans.append((len(input_ids), len(input_ids) + len(ids)))
+            input_ids.extend(ids)
+        input_ids.extend(self.suffix_ids)
+        return DefinitionPrompt(input_ids, spans, definition.word), cut
+
+
+def _template_segments(definition: WordDefinition, convention: str) -> list[tuple[str, str]]:
+    """The prompt of Figure 4 / 17 (a) as (kind, text) segments; kinds are the word slots, "definition" or "text".
+
+    The definition ends the first sentence, so one trailing period of its own is dropped (no ``..``). With a
+    space-marker tokenizer the text before the bpe-form slot ends in a space, which such tokenizers keep as a lone
+    marker token: the slot itself then holds the marker-free pieces and the prompt still decodes to ``, discomfort``.
+    """
+    text = " ".join(definition.definition.split())
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1].rstrip()
+    if not text:
+        raise ValueError(f"The word {definition.word!r} has a definition with no text besides a period.")
+    part_of_speech = " ".join(definition.part_of_speech.split())
+    space_before_bpe_form = " " if convention == "space-marker" else ""
+    return [
+        ("text", "The definition of"),
+        ("word", ""),
+        ("text", " is"),
+        ("definition", " " + text),
+        ("text", ". Its part-of-speech, bpe-form without space, capitalization, and uppercase are"),
+        ("text", f" {part_of_speech},{space_before_bpe_form}"),
+        ("bpe_form", ""),
+        ("text", ","),
+        ("capitalized", ""),
+        ("text", ", and"),
+        ("uppercase", ""),
+        ("text", ", respectively."),
+    ]
+
+
+def _special_token_frame(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer puts around one sequence (``<s>`` ... ``</s>``, ``[CLS]`` ... ``[SEP]``)."""
+    probe = "definition"
+    plain = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    framed = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    for start in range(len(framed) - len(plain) + 1):
+        if framed[start : start + len(plain)] == plain:
+            return framed[:start], framed[start + len(plain) :]
+    raise ValueError(
+        f"{type(tokenizer).__name__}: cannot find where the special tokens go around a single sequence (adding them "
+        "changed the text's own tokens)."
+    )
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+def build_definition_prompt(
+    tokenizer: Any, definition: WordDefinition, max_length: int | None = None
+) -> DefinitionPrompt:
+    """The tokenized prompt of Figure 4 / 17 (a) for one definition, with its four corruption spans.
+
+    The ids are assembled segment by segment (template text, word slots, definition), so every span is exactly the
+    tokens of its word form (`word_forms`); the tokenizer's special tokens for a single sequence go around it.
+
+    Args:
+        tokenizer: A space-marker (byte-level BPE / SentencePiece) or WordPiece tokenizer.
+        definition: The entry.
+        max_length: If given, a longer prompt has its definition text shortened token-wise (from the end) so that the
+            whole prompt, special tokens included, fits; the word slots are never cut.
+
+    Raises:
+        ValueError: If the word slots and template alone do not fit `max_length`, or the tokenizer convention is
+            unsupported.
+
+    Example:
+        >>> prompt = build_definition_prompt(tokenizer, WordDefinition("cat", "noun", "a small pet"))  # doctest: +SKIP
+        >>> tokenizer.decode(prompt.input_ids, skip_special_tokens=True)[-54:]  # doctest: +SKIP
+        'and uppercase are noun, cat, Cat, and CAT, respectively.'
+    """
+    return _PromptBuilder(tokenizer).build([definition], max_length)[0][0]
+
+
+def build_definition_prompts(
+    tokenizer: Any, definitions: Sequence[WordDefinition], max_length: int | None = None
+) -> list[tuple[DefinitionPrompt, int]]:
+    """`build_definition_prompt` for many definitions with one batched tokenizer call.
+
+    Returns:
+        ``(prompt, number of definition tokens cut to fit max_length)`` per definition.
+    """
+    return _PromptBuilder(tokenizer).build(list(definitions), max_length)
+
+
+# ------------------------------------------------------------------------------------------------ corruption
+def _as_id_tensor(ids: Sequence[int] | torch.Tensor, name: str) -> torch.Tensor:
+    tensor = torch.as_tensor(ids, dtype=torch.long)
+    if tensor.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of token ids, got shape {tuple(tensor.shape)}.")
+    return tensor
+
+
+def corrupt_for_encoder(
+    prompt_ids: Sequence[int] | torch.Tensor,
+    corruption_spans: Sequence[Sequence[int]],
+    mask_token_id: int,
+    vocabulary_ids_for_random: Sequence[int] | torch.Tensor,
+    generator: torch.Generator | None,
+    mask_probability: float = 0.5,
+    random_probability: float = 0.25,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encoder-only training corruption (Section 5.1): every span token becomes a target.
+
+    Each token inside the corruption spans independently becomes the mask token with `mask_probability`, a token
+    drawn uniformly from `vocabulary_ids_for_random` with `random_probability`, and stays as it is otherwise. Tokens
+    outside the spans never change.
+
+    Args:
+        prompt_ids: The prompt's token ids.
+        corruption_spans: ``[start, end)`` positions of the word slots.
+        mask_token_id: The tokenizer's mask token id.
+        vocabulary_ids_for_random: The ids a random replacement is drawn from (`random_replacement_ids`).
+        generator: The random source (a seeded `torch.Generator` gives reproducible corruption).
+        mask_probability: Probability of the mask token (paper: 0.5).
+        random_probability: Probability of a random token (paper: 0.25).
+
+    Returns:
+        ``(input_ids, labels)``, 1-D long tensors; labels are the original ids inside the spans and -100 elsewhere.
+
+    Example:
+        >>> generator = torch.Generator().manual_seed(0)
+        >>> ids, labels = corrupt_for_encoder([0, 5, 6, 2], [(1, 3)], 9, [5, 6, 7], generator)
+        >>> labels.tolist()
+        [-100, 5, 6, -100]
+    """
+    check_corruption_probabilities(mask_probability, random_probability)
+    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, numbers.Integral):
+        raise ValueError(
+            f"mask_token_id must be an int, got {mask_token_id!r}; the encoder-only reader needs a tokenizer with a "
+            "mask token."
+        )
+    original = _as_id_tensor(prompt_ids, "prompt_ids")
+    replacements = _as_id_tensor(vocabulary_ids_for_random, "vocabulary_ids_for_random")
+    if replacements.numel() == 0:
+        raise ValueError("vocabulary_ids_for_random is empty; give the non-special vocabulary ids.")
+    in_span = torch.zeros_like(original, dtype=torch.bool)
+    for span in corruption_spans:
+        start, end = int(span[0]), int(span[1])
+        if not 0 <= start < end <= original.numel():
+            raise ValueError(f"Corruption span {tuple(span)} is outside the prompt's {original.numel()} tokens.")
+        in_span[start:end] = True
+    positions = in_span.nonzero().flatten()
+    draws = torch.rand(positions.numel(), generator=generator)
+    random_choices = replacements[torch.randint(replacements.numel(), (positions.numel(),), generator=generator)]
+    corrupted = original.clone()
+    span_ids = original[positions]
+    span_ids = torch.where(draws < mask_probability, torch.full_like(span_ids, int(mask_token_id)), span_ids)
+    use_random = (draws >= mask_probability) & (draws < mask_probability + random_probability)
+    corrupted[positions] = torch.where(use_random, random_choices, span_ids)
+    labels = torch.full_like(original, IGNORE_INDEX)
+    labels[positions] = original[positions]
+    return corrupted, labels
+
+
+def check_corruption_probabilities(mask_probability: float, random_probability: float) -> None:
+    """Raise ValueError unless both probabilities are in [0, 1] and sum to at most 1."""
+    if not (0.0 <= mask_probability <= 1.0 and 0.0 <= random_probability <= 1.0) or (
+        mask_probability + random_probability > 1.0
+    ):
+        raise ValueError(
+            f"mask_probability ({mask_probability}) and random_probability ({random_probability}) must be in [0, 1] "
+            "and sum to at most 1 (the remaining span tokens stay unchanged); the paper uses 0.5 and 0.25."
+        )
+
+
+def masked_one_at_a_time(prompt: DefinitionPrompt, mask_token_id: int) -> list[tuple[list[int], int]]:
+    """Encoder-only inference inputs (Section 5.1): one copy of the prompt per span token, only that token masked.
+
+    Returns:
+        ``(input_ids, position)`` for every span token in prompt order; ``input_ids[position] == mask_token_id``.
+
+    Example:
+        >>> copies = masked_one_at_a_time(DefinitionPrompt([0, 5, 6, 2], [(1, 3)], "x"), 9)
+        >>> copies
+        [([0, 9, 6, 2], 1), ([0, 5, 9, 2], 2)]
+    """
+    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, numbers.Integral):
+        raise ValueError(
+            f"mask_token_id must be an int, got {mask_token_id!r}; the encoder-only reader needs a mask token."
+        )
+    copies = []
+    for position in prompt.span_positions():
+        input_ids = list(prompt.input_ids)
+        input_ids[position] = int(mask_token_id)
+        copies.append((input_ids, position))
+    return copies
+
+
+def encoder_decoder_example(
+    prompt: DefinitionPrompt, tokenizer: Any, decoder_start_token_id: int | None = None
+) -> dict[str, list[int]]:
+    """The encoder-decoder reader's source and target (Section 5.1, Figure 17 b and c).
+
+    source = the prompt with each corruption span replaced by ONE sentinel (`sentinel_token_ids`);
+    target = ``sentinel_1 span_1 sentinel_2 span_2 ... eos``; ``decoder_input_ids = [decoder_start] + target[:-1]``;
+    labels = target with the sentinel and eos positions set to -100 (only the word-slot tokens are targets).
+
+    Args:
+        prompt: A prompt from `build_definition_prompt`.
+        tokenizer: The tokenizer it was built with (sentinels, eos).
+        decoder_start_token_id: The model config's ``decoder_start_token_id``; default
+            `default_decoder_start_token_id` (eos for BART, pad for T5).
+
+    Returns:
+        ``{"input_ids", "decoder_input_ids", "labels"}`` as lists of ints; the last two have the same length.
+
+    Raises:
+        ValueError: If the tokenizer has no sentinel / mask token or no eos token.
+
+    Example:
+        >>> example = encoder_decoder_example(prompt, bart_tokenizer)  # doctest: +SKIP
+        >>> bart_tokenizer.decode(example["decoder_input_ids"][1:])  # doctest: +SKIP
+        '<mask> discomfort<mask>discomfort<mask> Discomfort<mask> DISCOMFORT'
+    """
+    if not isinstance(prompt, DefinitionPrompt):
+        raise TypeError(f"Expected a DefinitionPrompt, got {type(prompt).__name__}.")
+    sentinels = sentinel_token_ids(tokenizer, len(prompt.corruption_spans))
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no eos token to end the encoder-decoder target with.")
+    if decoder_start_token_id is None:
+        decoder_start_token_id = default_decoder_start_token_id(tokenizer)
+    source: list[int] = []
+    target: list[int] = []
+    labels: list[int] = []
+    cursor = 0
+    for sentinel, (start, end) in zip(sentinels, prompt.corruption_spans):
+        source.extend(prompt.input_ids[cursor:start])
+        source.append(sentinel)
+        cursor = end
+        span = prompt.input_ids[start:end]
+        target.append(sentinel)
+        target.extend(span)
+        labels.append(IGNORE_INDEX)
+        labels.extend(span)
+    source.extend(prompt.input_ids[cursor:])
+    target.append(int(tokenizer.eos_token_id))
+    labels.append(IGNORE_INDEX)
+    return {"input_ids": source, "decoder_input_ids": [int(decoder_start_token_id), *target[:-1]], "labels": labels}

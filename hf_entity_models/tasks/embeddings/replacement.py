@@ -1,0 +1,595 @@
+"""Definition embeddings for a model's vocabulary, and replacing a model's token embeddings with them (Section 5.3).
+
+`compute_definition_embeddings` reads definitions with a trained `DefinitionEmbModel` and returns one embedding per
+token found in a definition prompt's word slots (the first definition that names a token gives its embedding, as
+the paper's footnote 8 says). `apply_definition_embeddings` replaces min(alpha% x N, |V_task|) rows of a model's
+input embedding matrix, chosen among the tokens that appear in a task's texts and ranked as Appendix F ranks them,
+and returns a `DefinitionEmbeddingReplacement`: the model, still of its ORIGINAL class (a `BertModel` stays a
+`BertModel`, so anyone loads it without this package), with what was replaced, a generated model card and
+`save_pretrained` / `push_to_hub`.
+"""
+
+import copy
+import json
+import math
+import os
+import random
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from huggingface_hub import HfApi, ModelCard, ModelCardData
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel
+from transformers.utils import logging
+
+from .prompts import DefinitionPrompt, encoder_decoder_example, masked_one_at_a_time
+
+logger = logging.get_logger(__name__)
+
+STRATEGIES = ("last", "random", "top")
+# Appendix F: the "top" strategy starts at index 5000, past the most frequent tokens.
+TOP_STRATEGY_FIRST_INDEX = 5000
+REPLACEMENT_FILE = "definition_embeddings.json"
+
+
+@dataclass
+class TokenDefinitionEmbeddings:
+    """Embeddings built from definitions, one per token.
+
+    Attributes:
+        token_ids: `(n,)` vocabulary ids, in the order they were found.
+        embeddings: `(n, embedding_size)` definition embeddings e_d(v).
+        words: the word whose definition gave each token's embedding.
+    """
+
+    token_ids: torch.Tensor
+    embeddings: torch.Tensor
+    words: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.token_ids.dim() != 1 or self.embeddings.dim() != 2 or len(self.token_ids) != len(self.embeddings):
+            raise ValueError(
+                f"token_ids must be (n,) and embeddings (n, width) with the same n; got {tuple(self.token_ids.shape)} "
+                f"and {tuple(self.embeddings.shape)}."
+            )
+        if len(set(self.token_ids.tolist())) != len(self.token_ids):
+            raise ValueError("token_ids holds a token twice: each token has one definition embedding.")
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def as_dict(self) -> dict[int, torch.Tensor]:
+        """`{token_id: embedding}`."""
+        return dict(zip(self.token_ids.tolist(), self.embeddings))
+
+    def save(self, path: str | Path) -> None:
+        """Write the embeddings to a safetensors file (the words go to its metadata)."""
+        save_file(
+            {"token_ids": self.token_ids.contiguous(), "embeddings": self.embeddings.contiguous()},
+            str(path),
+            metadata={"words": json.dumps(self.words)},
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TokenDefinitionEmbeddings":
+        """Read what `save` wrote."""
+        from safetensors import safe_open
+
+        tensors = load_file(str(path))
+        with safe_open(str(path), framework="pt") as handle:
+            words = json.loads((handle.metadata() or {}).get("words", "[]"))
+        return cls(tensors["token_ids"], tensors["embeddings"], words)
+
+
+def compute_definition_embeddings(
+    definition_model: PreTrainedModel,
+    tokenizer: Any,
+    definitions: Any,
+    token_ids: Iterable[int] | None = None,
+    batch_size: int = 64,
+    show_progress: bool = True,
+) -> TokenDefinitionEmbeddings:
+    """Read definitions with a trained definition reader and return the embedding of every token they name.
+
+    A token gets its embedding from the first definition prompt that holds it in a word slot (footnote 8: once a
+    token has an embedding it is not replaced again). The encoder-only reader masks one slot token at a time and
+    reads the other slots uncorrupted (Figure 17 e); the encoder-decoder reader reads each prompt once, every slot
+    replaced by a sentinel, and takes the decoder state before each slot token (Figure 17 b, c).
+
+    Args:
+        definition_model: A `DefinitionEmbModel`.
+        tokenizer: The tokenizer of the model whose embeddings are rebuilt.
+        definitions: A `datasets.Dataset` of definitions (word, part_of_speech, definition) or of prompts already
+            built by `definition_prompt_dataset` (input_ids, corruption_spans, word).
+        token_ids: Only these tokens (default: every non-special token of the vocabulary). Reading stops once all
+            of them have an embedding.
+        batch_size: Sequences per forward pass.
+        show_progress: Show a progress bar.
+
+    Returns:
+        The embeddings of the requested tokens that some definition names; tokens no definition names are absent.
+
+    Example:
+
+    ```python
+    >>> found = compute_definition_embeddings(reader, tokenizer, definitions, token_ids=[2054, 2003])  # doctest: +SKIP
+    >>> found.as_dict()[2054].shape  # doctest: +SKIP
+    torch.Size([384])
+
+    ```
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    prompts = _prompt_dataset(definitions, tokenizer)
+    wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
+    reader_type = definition_model.config.reader_type
+    if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
+        raise ValueError(
+            "The encoder-only definition reader masks one token at a time, but this tokenizer has no mask token: "
+            "use the tokenizer of the reader's model (or set tokenizer.mask_token)."
+        )
+    decoder_start = getattr(definition_model.config.reader_config, "decoder_start_token_id", None)
+    found_words: dict[int, str] = {}
+    jobs: list[tuple[list[int], list[int], list[int]]] = []  # encoder inputs, target positions, their tokens
+    encoder_decoder_jobs: list[dict[str, list[int]]] = []
+    for row in tqdm(prompts, desc="definition prompts", disable=not show_progress, leave=False):
+        if len(found_words) == len(wanted):
+            break
+        prompt = DefinitionPrompt.from_features(row)
+        new_positions = _newly_named(prompt, wanted, found_words)
+        if not new_positions:
+            continue
+        if reader_type == "encoder-only":
+            masked = dict((position, ids) for ids, position in masked_one_at_a_time(prompt, tokenizer.mask_token_id))
+            jobs += [(masked[position], [position], [token]) for position, token in new_positions]
+        else:
+            example = encoder_decoder_example(prompt, tokenizer, decoder_start)
+            wanted_here = {token for _, token in new_positions}
+            positions, tokens = [], []
+            for position, label in enumerate(example["labels"]):
+                if label in wanted_here:
+                    positions.append(position)
+                    tokens.append(label)
+                    wanted_here.discard(label)
+            encoder_decoder_jobs.append({**example, "positions": positions, "tokens": tokens})
+    embeddings = (
+        _read_encoder_jobs(definition_model, tokenizer, jobs, batch_size, show_progress)
+        if reader_type == "encoder-only"
+        else _read_encoder_decoder_jobs(definition_model, tokenizer, encoder_decoder_jobs, batch_size, show_progress)
+    )
+    ordered = list(found_words)
+    return TokenDefinitionEmbeddings(
+        torch.tensor(ordered, dtype=torch.long),
+        torch.stack([embeddings[token] for token in ordered]) if ordered else torch.empty(0, definition_model.config.embedding_size),
+        [found_words[token] for token in ordered],
+    )
+
+
+def _prompt_dataset(definitions: Any, tokenizer: Any):
+    from .definitions import definition_prompt_dataset
+
+    columns = set(getattr(definitions, "column_names", None) or [])
+    if {"input_ids", "corruption_spans", "word"} <= columns:
+        return definitions
+    if {"word", "part_of_speech", "definition"} <= columns:
+        return definition_prompt_dataset(definitions, tokenizer)
+    raise TypeError(
+        "definitions must be a datasets.Dataset with columns word, part_of_speech, definition (e.g. from "
+        "read_wordnet_glosses or load_definitions) or with the prompt columns input_ids, corruption_spans, word; "
+        f"got {type(definitions).__name__} with columns {sorted(columns)}."
+    )
+
+
+def _wanted_tokens(tokenizer: Any, definition_model: PreTrainedModel, token_ids: Iterable[int] | None) -> set[int]:
+    vocab_size = definition_model.config.vocab_size
+    if token_ids is None:
+        return set(range(vocab_size)) - set(tokenizer.all_special_ids)
+    wanted = {int(token) for token in token_ids}
+    outside = sorted(token for token in wanted if not 0 <= token < vocab_size)
+    if outside:
+        raise ValueError(f"token_ids {outside[:5]} lie outside the reader's vocabulary of {vocab_size} tokens.")
+    return wanted
+
+
+def _newly_named(prompt: DefinitionPrompt, wanted: set[int], found_words: dict[int, str]) -> list[tuple[int, int]]:
+    """(position, token) of the slot tokens of this prompt that still need an embedding; marks them found."""
+    new = []
+    for start, end in prompt.corruption_spans:
+        for position in range(start, end):
+            token = prompt.input_ids[position]
+            if token in wanted and token not in found_words:
+                found_words[token] = prompt.word
+                new.append((position, token))
+    return new
+
+
+def _pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(sequence) for sequence in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        mask[row, : len(sequence)] = 1
+    return ids, mask
+
+
+def _pad_id(tokenizer: Any) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+@torch.inference_mode()
+def _read_encoder_jobs(model, tokenizer, jobs, batch_size: int, show_progress: bool) -> dict[int, torch.Tensor]:
+    model.eval()
+    device = model.device
+    # Sorting by length keeps padding small; the result is keyed by token, so the order does not matter.
+    jobs = sorted(jobs, key=lambda job: len(job[0]))
+    embeddings: dict[int, torch.Tensor] = {}
+    for start in tqdm(range(0, len(jobs), batch_size), desc="definition embeddings", disable=not show_progress):
+        batch = jobs[start : start + batch_size]
+        input_ids, attention_mask = _pad([job[0] for job in batch], _pad_id(tokenizer))
+        output = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
+        for row, (_, positions, tokens) in enumerate(batch):
+            for position, token in zip(positions, tokens):
+                embeddings[token] = output.definition_embeddings[row, position].float().cpu()
+    return embeddings
+
+
+@torch.inference_mode()
+def _read_encoder_decoder_jobs(model, tokenizer, jobs, batch_size: int, show_progress: bool) -> dict[int, torch.Tensor]:
+    model.eval()
+    device = model.device
+    embeddings: dict[int, torch.Tensor] = {}
+    pad_id = _pad_id(tokenizer)
+    for start in tqdm(range(0, len(jobs), batch_size), desc="definition embeddings", disable=not show_progress):
+        batch = jobs[start : start + batch_size]
+        input_ids, attention_mask = _pad([job["input_ids"] for job in batch], pad_id)
+        decoder_input_ids, decoder_attention_mask = _pad([job["decoder_input_ids"] for job in batch], pad_id)
+        output = model(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            decoder_input_ids=decoder_input_ids.to(device),
+            decoder_attention_mask=decoder_attention_mask.to(device),
+        )
+        for row, job in enumerate(batch):
+            for position, token in zip(job["positions"], job["tokens"]):
+                embeddings[token] = output.definition_embeddings[row, position].float().cpu()
+    return embeddings
+
+
+# ------------------------------------------------------------------------------------------------ replacement
+@dataclass
+class DefinitionEmbeddingReplacement:
+    """A model whose token embeddings were partly rebuilt from definitions, and what was done to it.
+
+    Attributes:
+        model: The model, of its original class, with the replaced rows (tied output embeddings follow).
+        tokenizer: Its tokenizer (saved next to it).
+        replaced_token_ids: The replaced rows, in the order the strategy ranked them.
+        alpha: Percentage of the vocabulary size N that bounds the number of replaced rows.
+        strategy: "last", "random" or "top" (Appendix F).
+        appearing_only: Only tokens that appear in the task texts were replaced (Appendix M).
+        vocabulary_size: N, the rows of the input embedding matrix.
+        task_vocabulary_size: |V_task|, the distinct non-special tokens of the task texts.
+        task_tokens_without_definition: Tokens of V_task that no definition names (never replaced, footnote 7).
+        definition_model: Name or path of the definition reader, when known.
+        definitions: What the definitions were (free text, for the card).
+    """
+
+    model: PreTrainedModel
+    tokenizer: Any
+    replaced_token_ids: list[int]
+    alpha: float
+    strategy: str
+    appearing_only: bool
+    vocabulary_size: int
+    task_vocabulary_size: int
+    task_tokens_without_definition: int
+    definition_model: str | None = None
+    definitions: str | None = None
+    seed: int | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """What was replaced, as stored in the saved config (`definition_embeddings`) and in the card."""
+        return {
+            "alpha": self.alpha,
+            "strategy": self.strategy,
+            "appearing_only": self.appearing_only,
+            "replaced_tokens": len(self.replaced_token_ids),
+            "vocabulary_size": self.vocabulary_size,
+            "task_vocabulary_size": self.task_vocabulary_size,
+            "task_tokens_without_definition": self.task_tokens_without_definition,
+            "definition_model": self.definition_model,
+            "definitions": self.definitions,
+            "seed": self.seed,
+        }
+
+    def model_card(self, model_location: str | None = None) -> ModelCard:
+        """The card of the replaced checkpoint: the base model, the replaced rows, the data and alpha."""
+        base_model = getattr(self.model.config, "_name_or_path", None) or None
+        location = model_location or "path/to/this/folder"
+        card_data = ModelCardData(
+            library_name="transformers",
+            tags=["hf-entity-models", "definition-emb"],
+            base_model=base_model if base_model and not Path(base_model).exists() else None,
+        )
+        tokens = self.tokenizer.convert_ids_to_tokens(self.replaced_token_ids)
+        return ModelCard.from_template(
+            card_data,
+            template_str=_REPLACEMENT_CARD,
+            model_class=type(self.model).__name__,
+            base_model=base_model or "the original model",
+            location=location,
+            rows=[(token_id, token) for token_id, token in zip(self.replaced_token_ids, tokens)],
+            **self.summary(),
+        )
+
+    def save_pretrained(self, save_directory: str | Path) -> Path:
+        """Write the model (its original class), the tokenizer, the card (README.md) and the list of replaced rows
+        (`definition_embeddings.json`); any transformers user loads the folder with `AutoModel.from_pretrained`."""
+        folder = Path(save_directory)
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        (folder / REPLACEMENT_FILE).write_text(
+            json.dumps({**self.summary(), "replaced_token_ids": self.replaced_token_ids}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+        self.model_card(str(folder)).save(folder / "README.md")
+        return folder
+
+    def push_to_hub(self, repo_id: str, *, private: bool | None = None, token: str | None = None,
+                    commit_message: str = "Upload model with definition embeddings") -> str:
+        """Upload what `save_pretrained` writes (card included) to `repo_id`; returns the commit URL."""
+        # Read at call time: huggingface_hub reads HF_ENDPOINT once, at import.
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+        repo_id = api.create_repo(repo_id, private=private, token=token, exist_ok=True).repo_id
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder)
+            self.model_card(repo_id).save(Path(folder) / "README.md")
+            return api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=commit_message, token=token)
+
+
+_REPLACEMENT_CARD = """---
+{{ card_data }}
+---
+
+# {{ model_class }} with definition embeddings
+
+{{ base_model }} with **{{ replaced_tokens }}** rows of its token embedding matrix rebuilt from dictionary definitions \
+by DefinitionEMB (Zhang, Li and Okumura, *Reconsidering Token Embeddings with the Definitions for Pre-trained \
+Language Models*), written by the `hf-entity-models` package. Everything else is the original model: it is a plain \
+`{{ model_class }}` that loads without that package.
+
+| | |
+|---|---|
+| Replaced rows | {{ replaced_tokens }} of N = {{ vocabulary_size }} |
+| alpha | {{ alpha }} (at most alpha% x N rows) |
+| Strategy | `{{ strategy }}` ({% if strategy == "last" %}the tokens of the task with the largest vocabulary indexes, \
+i.e. the rarest in pre-training{% elif strategy == "top" %}the tokens of the task with the smallest indexes from 5000 \
+on{% else %}random tokens of the task, seed {{ seed }}{% endif %}) |
+| Tokens replaced | {% if appearing_only %}only tokens that appear in the task texts{% else %}every token with a definition \
+in the index range that holds that many task tokens (Appendix M){% endif %} |
+| Task vocabulary | {{ task_vocabulary_size }} distinct tokens, {{ task_tokens_without_definition }} of them without a \
+definition (never replaced) |
+| Definition reader | {{ definition_model or "not recorded" }} |
+| Definitions | {{ definitions or "not recorded" }} |
+
+## How to use
+
+```python
+from transformers import AutoModel, AutoTokenizer
+
+model = AutoModel.from_pretrained("{{ location }}")
+tokenizer = AutoTokenizer.from_pretrained("{{ location }}")
+```
+
+`definition_embeddings.json` (and `config.definition_embeddings`) record what was replaced.
+
+## Replaced rows
+
+<details>
+<summary>{{ replaced_tokens }} rows (id, token)</summary>
+
+{% for token_id, token in rows -%}
+`{{ token_id }}` `{{ token }}`{{ "  " }}
+{% endfor %}
+</details>
+"""
+
+
+def apply_definition_embeddings(
+    model: PreTrainedModel,
+    tokenizer: Any,
+    definition_model: Any,
+    task_texts: Sequence[str],
+    alpha: float,
+    strategy: str = "last",
+    appearing_only: bool = True,
+    definitions: Any = None,
+    seed: int = 0,
+    inplace: bool = False,
+    definitions_description: str | None = None,
+    show_progress: bool = True,
+) -> DefinitionEmbeddingReplacement:
+    """Replace the token embeddings of the rare tokens of a task with definition embeddings (Section 5.3).
+
+    V_task is the set of non-special tokens of `task_texts`. min(alpha% x N, |V_task|) of its tokens, ranked by
+    `strategy`, get e(v) = e_d(v); tokens that no definition names are skipped (footnote 7), so fewer rows may be
+    replaced. With `appearing_only=False` (Appendix M) the index range [X, N] that holds that many task tokens is
+    replaced whole, tokens absent from the task included ("last" and "top" only).
+
+    Args:
+        model: Any transformers model with input embeddings (e.g. `BertModel`, `BertForMaskedLM`).
+        tokenizer: Its tokenizer.
+        definition_model: A trained `DefinitionEmbModel` for this model (then `definitions` is needed), or the
+            `TokenDefinitionEmbeddings` it computed.
+        task_texts: The texts of the downstream task (its training data).
+        alpha: Percentage of the vocabulary size, 0 to 100 (the paper tunes it on validation: 1 to 100).
+        strategy: "last" (largest vocabulary indexes first: the rarest tokens, the paper's choice), "top" (smallest
+            indexes from 5000 on) or "random" (seeded).
+        appearing_only: Replace only tokens of V_task (the paper's default).
+        definitions: The definitions to read when `definition_model` is a model.
+        seed: Seed of the "random" strategy.
+        inplace: Modify `model` itself instead of a copy.
+        definitions_description: What the definitions were, for the card (e.g. "WordNet 3.0 glosses").
+        show_progress: Show progress bars.
+
+    Returns:
+        A `DefinitionEmbeddingReplacement` (`.model`, `.replaced_token_ids`, `.save_pretrained`, `.push_to_hub`).
+
+    Example:
+
+    ```python
+    >>> result = apply_definition_embeddings(bert, tokenizer, reader, mrpc_texts, alpha=5,
+    ...                                      definitions=glosses)  # doctest: +SKIP
+    >>> result.save_pretrained("bert-mrpc-definitions")  # doctest: +SKIP
+
+    ```
+    """
+    _check_replacement_arguments(alpha, strategy, appearing_only, task_texts)
+    embedding_matrix = model.get_input_embeddings().weight
+    vocabulary_size, width = embedding_matrix.shape
+    special = set(tokenizer.all_special_ids)
+    task_vocabulary = _task_vocabulary(tokenizer, task_texts, special)
+    if not task_vocabulary:
+        raise ValueError("The task texts contain no token other than special tokens: give the task's training texts.")
+    outside = [token for token in task_vocabulary if token >= vocabulary_size]
+    if outside:
+        raise ValueError(
+            f"The tokenizer gives ids up to {max(outside)} but the model has {vocabulary_size} embedding rows: use the "
+            "model's own tokenizer."
+        )
+    budget = min(math.floor(alpha / 100 * vocabulary_size), len(task_vocabulary))
+    found = _definition_embeddings(
+        definition_model, tokenizer, definitions, task_vocabulary if appearing_only else None, show_progress
+    )
+    if found.embeddings.shape[1] != width:
+        raise ValueError(
+            f"The definition embeddings are {found.embeddings.shape[1]} wide but the model's token embeddings are "
+            f"{width} wide: train the definition reader for this model (DefinitionEmbModel.from_pretrained_model)."
+        )
+    vectors = found.as_dict()
+    ranked = _ranked_tokens(strategy, task_vocabulary, vocabulary_size, seed)
+    defined_task_tokens = [token for token in ranked if token in vectors]
+    if appearing_only:
+        replaced = defined_task_tokens[:budget]
+    else:
+        replaced = _whole_range(strategy, defined_task_tokens[:budget], vectors, special)
+    target = model if inplace else copy.deepcopy(model)
+    _write_rows(target, replaced, vectors)
+    result = DefinitionEmbeddingReplacement(
+        model=target,
+        tokenizer=tokenizer,
+        replaced_token_ids=replaced,
+        alpha=alpha,
+        strategy=strategy,
+        appearing_only=appearing_only,
+        vocabulary_size=vocabulary_size,
+        task_vocabulary_size=len(task_vocabulary),
+        task_tokens_without_definition=len(task_vocabulary) - len(defined_task_tokens),
+        definition_model=_reader_name(definition_model),
+        definitions=definitions_description,
+        seed=seed if strategy == "random" else None,
+    )
+    target.config.definition_embeddings = result.summary()
+    logger.info(
+        f"Replaced {len(replaced)} token embeddings (alpha {alpha}, strategy {strategy}; |V_task| = "
+        f"{len(task_vocabulary)}, {result.task_tokens_without_definition} without a definition)."
+    )
+    return result
+
+
+def _check_replacement_arguments(alpha: float, strategy: str, appearing_only: bool, task_texts: Any) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 100:
+        raise ValueError(f"alpha is a percentage of the vocabulary size and must lie in 0..100, got {alpha!r}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    if not appearing_only and strategy == "random":
+        raise ValueError(
+            "appearing_only=False replaces a whole index range (Appendix M), which the 'random' strategy does not "
+            "have: use strategy='last' or 'top', or appearing_only=True."
+        )
+    if isinstance(task_texts, str) or not isinstance(task_texts, Sequence):
+        raise TypeError("task_texts must be a list of strings (the task's training texts), not a single string.")
+    if not task_texts:
+        raise ValueError("task_texts is empty: give the texts of the task whose vocabulary is to be replaced.")
+    bad = next((text for text in task_texts if not isinstance(text, str)), None)
+    if bad is not None:
+        raise TypeError(f"task_texts must hold strings, found {type(bad).__name__}.")
+
+
+def _task_vocabulary(tokenizer: Any, task_texts: Sequence[str], special: set[int]) -> set[int]:
+    vocabulary: set[int] = set()
+    for start in range(0, len(task_texts), 1000):
+        encoded = tokenizer(list(task_texts[start : start + 1000]), add_special_tokens=False)["input_ids"]
+        for ids in encoded:
+            vocabulary.update(ids)
+    return vocabulary - special
+
+
+def _definition_embeddings(definition_model, tokenizer, definitions, token_ids, show_progress):
+    if isinstance(definition_model, TokenDefinitionEmbeddings):
+        return definition_model
+    if not isinstance(definition_model, PreTrainedModel) or not hasattr(definition_model.config, "reader_type"):
+        raise TypeError(
+            "definition_model must be a DefinitionEmbModel or the TokenDefinitionEmbeddings it computed, got "
+            f"{type(definition_model).__name__}."
+        )
+    if definitions is None:
+        raise ValueError(
+            "definitions is needed to read definition embeddings with a DefinitionEmbModel (e.g. "
+            "read_wordnet_glosses(...)); or pass precomputed TokenDefinitionEmbeddings."
+        )
+    return compute_definition_embeddings(definition_model, tokenizer, definitions, token_ids, show_progress=show_progress)
+
+
+def _ranked_tokens(strategy: str, task_vocabulary: set[int], vocabulary_size: int, seed: int) -> list[int]:
+    if strategy == "last":
+        return sorted(task_vocabulary, reverse=True)
+    if strategy == "top":
+        return sorted(token for token in task_vocabulary if token >= TOP_STRATEGY_FIRST_INDEX)
+    ranked = sorted(task_vocabulary)
+    random.Random(seed).shuffle(ranked)
+    return ranked
+
+
+def _whole_range(strategy: str, chosen: list[int], vectors: dict[int, torch.Tensor], special: set[int]) -> list[int]:
+    """Appendix M: every token with a definition in the index range that the chosen task tokens span."""
+    if not chosen:
+        return []
+    if strategy == "last":
+        low = min(chosen)
+        return sorted((token for token in vectors if token >= low and token not in special), reverse=True)
+    high = max(chosen)
+    return sorted(token for token in vectors if TOP_STRATEGY_FIRST_INDEX <= token <= high and token not in special)
+
+
+@torch.no_grad()
+def _write_rows(model: PreTrainedModel, token_ids: list[int], vectors: dict[int, torch.Tensor]) -> None:
+    if not token_ids:
+        return
+    weight = model.get_input_embeddings().weight
+    rows = torch.stack([vectors[token] for token in token_ids]).to(weight.device, weight.dtype)
+    index = torch.tensor(token_ids, device=weight.device)
+    weight[index] = rows
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    output_weight = getattr(output, "weight", None)
+    # Tied output embeddings share the tensor and follow; a model that ties by copying gets the rows too.
+    if output_weight is not None and output_weight.data_ptr() != weight.data_ptr() and _ties_embeddings(model):
+        output_weight[index.to(output_weight.device)] = rows.to(output_weight.device, output_weight.dtype)
+
+
+def _ties_embeddings(model: PreTrainedModel) -> bool:
+    config = model.config
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return bool(getattr(text_config, "tie_word_embeddings", False))
+
+
+def _reader_name(definition_model: Any) -> str | None:
+    if isinstance(definition_model, PreTrainedModel):
+        return getattr(definition_model.config, "_name_or_path", None) or None
+    return None

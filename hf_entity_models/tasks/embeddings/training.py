@@ -1,0 +1,132 @@
+"""Training DefinitionEMB with the stock `transformers.Trainer` (paper Appendix G, Table 12).
+
+The paper trains the definition reader with Adam, learning rate 1e-4 and an inverse-square-root schedule after a
+linear warm-up (24,000 of 400,000 updates for RoBERTa, 20,000 of 250,000 for BART), on batches of 4,096 tokens.
+`definition_training_arguments` gives those settings (warm-up as the fraction 0.06 of the run, RoBERTa's ratio) plus
+what our data path needs; `build_definition_trainer` wires model, collator and datasets together.
+
+Example:
+    >>> args = definition_training_arguments("runs/definition-emb", max_steps=1000)  # doctest: +SKIP
+    >>> trainer = build_definition_trainer(model, tokenizer, train, validation, args)  # doctest: +SKIP
+    >>> trainer.train()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import transformers
+from transformers import TrainingArguments
+from transformers.utils import logging
+
+from .collator import READER_TYPES, DefinitionCollator
+
+logger = logging.get_logger(__name__)
+
+__all__ = ["DEFINITION_TRAINING_DEFAULTS", "build_definition_trainer", "definition_training_arguments"]
+
+DEFINITION_TRAINING_DEFAULTS: dict[str, Any] = {
+    # Adam: AdamW without weight decay is exactly Adam.
+    "optim": "adamw_torch",
+    "weight_decay": 0.0,
+    "learning_rate": 1e-4,
+    "lr_scheduler_type": "inverse_sqrt",
+    # A value below 1 is a fraction of the run: 24,000 / 400,000 warm-up updates in the paper (RoBERTa).
+    "warmup_steps": 0.06,
+    # The collator needs corruption_spans, which is not a forward argument: keep every column.
+    "remove_unused_columns": False,
+    "label_names": ["labels"],
+    # The model's outputs are per-token embeddings: evaluation only needs the loss, not gathered predictions.
+    "prediction_loss_only": True,
+    "report_to": [],
+}
+
+
+def definition_training_arguments(output_dir: str, **overrides: Any) -> TrainingArguments:
+    """`TrainingArguments` with the paper's DefinitionEMB settings; any field can be overridden.
+
+    Defaults: Adam (``adamw_torch``, weight decay 0), learning rate 1e-4, ``lr_scheduler_type="inverse_sqrt"``,
+    ``warmup_steps=0.06`` (a fraction of the run), ``remove_unused_columns=False`` (the collator reads
+    ``corruption_spans``), ``label_names=["labels"]``, ``prediction_loss_only=True``, ``report_to=[]``.
+    Batch size, steps and epochs are left to the caller (the paper: 4,096 tokens per batch, roughly 90 prompts).
+
+    Example:
+        >>> args = definition_training_arguments("/tmp/definition-emb", max_steps=10, use_cpu=True)
+        >>> args.learning_rate, args.lr_scheduler_type.value, args.remove_unused_columns
+        (0.0001, 'inverse_sqrt', False)
+    """
+    settings = {**DEFINITION_TRAINING_DEFAULTS, **overrides}
+    return TrainingArguments(output_dir=output_dir, **settings)
+
+
+def _config_value(config: Any, name: str) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(name)
+    return getattr(config, name, None)
+
+
+def build_definition_trainer(
+    model: Any,
+    tokenizer: Any,
+    train_dataset: Any,
+    eval_dataset: Any | None = None,
+    args: TrainingArguments | None = None,
+    seed: int = 0,
+) -> transformers.Trainer:
+    """A `transformers.Trainer` for a `DefinitionEmbModel` on definition prompts.
+
+    Args:
+        model: A `DefinitionEmbModel` (its ``config.reader_type`` picks the collator).
+        tokenizer: The PLM's tokenizer, the one the prompts were built with (saved with checkpoints).
+        train_dataset: Rows of `definitions.definition_prompt_dataset`.
+        eval_dataset: Optional validation rows (loss only; encoder-only corruption is drawn afresh each time).
+        args: Training arguments; default `definition_training_arguments("definition_emb_output")`. They must keep
+            ``remove_unused_columns=False``.
+        seed: Seed of the collator's corruption generator.
+
+    Raises:
+        ValueError: If the model has no known reader type, the tokenizer has more tokens than the reader's
+            vocabulary, or ``args.remove_unused_columns`` is True.
+
+    Example:
+        >>> trainer = build_definition_trainer(model, tokenizer, train_prompts)  # doctest: +SKIP
+        >>> trainer.train().training_loss  # doctest: +SKIP
+    """
+    config = getattr(model, "config", None)
+    reader_type = _config_value(config, "reader_type")
+    if reader_type not in READER_TYPES:
+        raise ValueError(
+            f"model.config.reader_type is {reader_type!r}; expected one of {READER_TYPES}. Pass a DefinitionEmbModel."
+        )
+    reader_config = _config_value(config, "reader_config")
+    vocab_size = _config_value(reader_config, "vocab_size")
+    if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"The tokenizer has {len(tokenizer)} tokens but the reader's vocabulary has {vocab_size}: the prompts "
+            "would contain ids the model cannot embed. Use the PLM's own tokenizer."
+        )
+    if args is None:
+        args = definition_training_arguments("definition_emb_output")
+    if args.remove_unused_columns:
+        raise ValueError(
+            "args.remove_unused_columns is True, so the Trainer would drop corruption_spans before the collator "
+            "sees them. Build the arguments with definition_training_arguments(...) or set "
+            "remove_unused_columns=False."
+        )
+    collator = DefinitionCollator(
+        tokenizer,
+        reader_type,
+        seed=seed,
+        decoder_start_token_id=_config_value(reader_config, "decoder_start_token_id")
+        if reader_type == "encoder-decoder"
+        else None,
+    )
+    return transformers.Trainer(
+        model=model,
+        args=args,
+        data_collator=collator,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+    )

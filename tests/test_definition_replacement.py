@@ -1,0 +1,382 @@
+"""Definition embeddings for a vocabulary and the replacement of a model's token embeddings (Section 5.3,
+Appendices F and M): checked against slow independent computations and hand-chosen rankings; the replaced checkpoint
+loads as a plain transformers model where hf_entity_models cannot be imported; the `hf-entity definitions` command.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import error_line, run_cli
+from datasets import Dataset
+from embedding_fixtures import bart_tokenizer, tiny_bart_config, tiny_bert_config, wordpiece_tokenizer
+from huggingface_hub import ModelCard
+from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from transformers import BartModel, BertForMaskedLM, BertModel
+
+from hf_entity_models import DefinitionEmbConfig, DefinitionEmbModel
+from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt
+from hf_entity_models.tasks.embeddings.replacement import (
+    TokenDefinitionEmbeddings,
+    apply_definition_embeddings,
+    compute_definition_embeddings,
+)
+
+DEFINITIONS = [
+    ("cat", "noun", "a small domesticated feline animal"),
+    ("dog", "noun", "a domesticated canine animal"),
+    ("cat", "verb", "to hoist an anchor"),  # names "cat" again: the first definition wins (footnote 8)
+    ("happy", "adjective", "feeling or showing pleasure"),
+]
+
+
+def definitions_dataset() -> Dataset:
+    return Dataset.from_dict({
+        "word": [row[0] for row in DEFINITIONS],
+        "part_of_speech": [row[1] for row in DEFINITIONS],
+        "definition": [row[2] for row in DEFINITIONS],
+    })
+
+
+def bert_reader() -> DefinitionEmbModel:
+    torch.manual_seed(0)
+    return DefinitionEmbModel.from_pretrained_model(BertModel(tiny_bert_config(wordpiece_tokenizer()))).eval()
+
+
+def bart_reader() -> DefinitionEmbModel:
+    torch.manual_seed(0)
+    return DefinitionEmbModel.from_pretrained_model(BartModel(tiny_bart_config(bart_tokenizer()))).eval()
+
+
+# ------------------------------------------------------------------------------------- definition embeddings
+def test_encoder_reader_masks_one_slot_token_at_a_time_and_the_first_definition_wins():
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+    found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)
+    vectors = found.as_dict()
+    cat = tokenizer.convert_tokens_to_ids("cat")
+    # Independent slow reference: the first definition of "cat", its word slot masked alone, read by the model.
+    prompt = build_definition_prompt(tokenizer, WordDefinition(*DEFINITIONS[0]))
+    position = prompt.corruption_spans[0][0]
+    assert prompt.input_ids[position] == cat
+    masked = list(prompt.input_ids)
+    masked[position] = tokenizer.mask_token_id
+    with torch.no_grad():
+        expected = reader(input_ids=torch.tensor([masked])).definition_embeddings[0, position]
+    torch.testing.assert_close(vectors[cat], expected, rtol=1e-5, atol=1e-6)
+    assert found.words[found.token_ids.tolist().index(cat)] == "cat"
+    # Every token of every slot of every definition got an embedding; special tokens never do.
+    slot_tokens = {
+        token
+        for row in DEFINITIONS
+        for start, end in build_definition_prompt(tokenizer, WordDefinition(*row)).corruption_spans
+        for token in build_definition_prompt(tokenizer, WordDefinition(*row)).input_ids[start:end]
+    }
+    assert set(vectors) == slot_tokens
+    assert not set(vectors) & set(tokenizer.all_special_ids)
+
+
+def test_requested_tokens_only_and_padding_does_not_change_an_embedding():
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+    dog = tokenizer.convert_tokens_to_ids("dog")
+    alone = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), token_ids=[dog], show_progress=False)
+    assert alone.token_ids.tolist() == [dog]
+    batched = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), batch_size=3, show_progress=False)
+    torch.testing.assert_close(alone.as_dict()[dog], batched.as_dict()[dog], rtol=1e-5, atol=1e-6)
+
+
+def test_encoder_decoder_reader_reads_the_decoder_state_before_each_slot_token():
+    tokenizer, reader = bart_tokenizer(), bart_reader()
+    found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)
+    prompt = build_definition_prompt(tokenizer, WordDefinition(*DEFINITIONS[1]))
+    start, end = prompt.corruption_spans[0]
+    dog = prompt.input_ids[start]  # " dog"
+    # By hand (Figure 17 b, c): source = the prompt with each slot replaced by <mask>; decoder input = the start token,
+    # then the target "<mask> dog <mask> dog ..." shifted right: " dog" is predicted after start + <mask>.
+    source, cursor = [], 0
+    for span_start, span_end in prompt.corruption_spans:
+        source += prompt.input_ids[cursor:span_start] + [tokenizer.mask_token_id]
+        cursor = span_end
+    source += prompt.input_ids[cursor:]
+    decoder_input = [reader.config.reader_config.decoder_start_token_id, tokenizer.mask_token_id]
+    with torch.no_grad():
+        expected = reader(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([decoder_input]))
+    torch.testing.assert_close(found.as_dict()[dog], expected.definition_embeddings[0, 1], rtol=1e-5, atol=1e-6)
+
+
+def test_token_definition_embeddings_round_trip_and_refuse_duplicates(tmp_path):
+    found = TokenDefinitionEmbeddings(torch.tensor([7, 3]), torch.randn(2, 4), ["a", "b"])
+    found.save(tmp_path / "found.safetensors")
+    loaded = TokenDefinitionEmbeddings.load(tmp_path / "found.safetensors")
+    assert loaded.token_ids.tolist() == [7, 3] and loaded.words == ["a", "b"]
+    torch.testing.assert_close(loaded.embeddings, found.embeddings)
+    with pytest.raises(ValueError, match="twice"):
+        TokenDefinitionEmbeddings(torch.tensor([7, 7]), torch.randn(2, 4))
+
+
+# ------------------------------------------------------------------------------------------- replacement
+def tiny_bert(tied_head: bool = False):
+    tokenizer = wordpiece_tokenizer()
+    torch.manual_seed(1)
+    model = BertForMaskedLM(tiny_bert_config(tokenizer)) if tied_head else BertModel(tiny_bert_config(tokenizer))
+    return model.eval(), tokenizer
+
+
+TASK_TEXTS = ["the cat sat on the mat", "a happy dog barked at the zebra"]
+
+
+def task_token_ids(tokenizer) -> list[int]:
+    return sorted({token for text in TASK_TEXTS for token in tokenizer(text, add_special_tokens=False)["input_ids"]})
+
+
+def hand_made_embeddings(token_ids, width: int = 32) -> TokenDefinitionEmbeddings:
+    token_ids = list(token_ids)
+    # Row i is the constant i + 1: easy to recognise after replacement.
+    return TokenDefinitionEmbeddings(
+        torch.tensor(token_ids), torch.arange(1, len(token_ids) + 1, dtype=torch.float).unsqueeze(1).repeat(1, width)
+    )
+
+
+def test_last_strategy_replaces_the_task_tokens_with_the_largest_indexes_and_nothing_else():
+    model, tokenizer = tiny_bert()
+    task_tokens = task_token_ids(tokenizer)
+    without_definition = task_tokens[-1]  # the largest index has no definition: skipped (footnote 7)
+    found = hand_made_embeddings([token for token in task_tokens if token != without_definition] + [5])
+    alpha = 100 * 4.5 / model.config.vocab_size  # floor(alpha% x N) = 4 rows
+    before = model.get_input_embeddings().weight.detach().clone()
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, show_progress=False)
+    expected = sorted((token for token in task_tokens if token != without_definition), reverse=True)[:4]
+    assert result.replaced_token_ids == expected
+    after = result.model.get_input_embeddings().weight.detach()
+    vectors = found.as_dict()
+    for token in expected:
+        torch.testing.assert_close(after[token], vectors[token])
+    untouched = torch.ones(len(after), dtype=torch.bool)
+    untouched[expected] = False
+    assert torch.equal(after[untouched], before[untouched])
+    assert torch.equal(model.get_input_embeddings().weight, before), "the original model must stay as it was"
+    assert type(result.model) is BertModel
+    assert result.task_vocabulary_size == len(task_tokens)
+    assert result.task_tokens_without_definition == 1
+    assert result.model.config.definition_embeddings["replaced_tokens"] == 4
+
+
+def test_budget_is_min_of_alpha_n_and_the_task_vocabulary():
+    model, tokenizer = tiny_bert()
+    task_tokens = task_token_ids(tokenizer)
+    found = hand_made_embeddings(task_tokens)
+    everything = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, show_progress=False)
+    assert sorted(everything.replaced_token_ids) == task_tokens  # |V_task| < alpha% x N
+    nothing = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=0, show_progress=False)
+    assert nothing.replaced_token_ids == []
+    three = 100 * 3.999 / model.config.vocab_size
+    assert len(apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=three,
+                                           show_progress=False).replaced_token_ids) == math.floor(3.999)
+
+
+def test_top_and_random_strategies():
+    model, tokenizer = tiny_bert()
+    task_tokens = task_token_ids(tokenizer)
+    found = hand_made_embeddings(task_tokens)
+    alpha = 100 * 3 / model.config.vocab_size
+    top = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="top", show_progress=False)
+    assert top.replaced_token_ids == sorted(token for token in task_tokens if token >= 5000)[:3]
+    first = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="random", seed=3,
+                                        show_progress=False)
+    again = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="random", seed=3,
+                                        show_progress=False)
+    assert first.replaced_token_ids == again.replaced_token_ids
+    assert len(first.replaced_token_ids) == 3 and set(first.replaced_token_ids) <= set(task_tokens)
+    others = {tuple(apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="random",
+                                                seed=seed, show_progress=False).replaced_token_ids) for seed in range(6)}
+    assert len(others) > 1, "the seed must change the random choice"
+
+
+def test_whole_range_replaces_tokens_absent_from_the_task_too():
+    model, tokenizer = tiny_bert()
+    task_tokens = task_token_ids(tokenizer)
+    largest_two = sorted(task_tokens)[-2:]
+    absent_inside = largest_two[0] + 1  # between the two largest task tokens, not in the task
+    absent_below = largest_two[0] - 1
+    assert absent_inside not in task_tokens and absent_below not in task_tokens
+    found = hand_made_embeddings(task_tokens + [absent_inside, absent_below])
+    alpha = 100 * 2 / model.config.vocab_size
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, appearing_only=False,
+                                         show_progress=False)
+    # [X, N] holds 2 task tokens; every token with a definition in it is replaced, the one below X is not.
+    assert result.replaced_token_ids == sorted([*largest_two, absent_inside], reverse=True)
+
+
+def test_tied_output_embeddings_follow_the_replaced_rows():
+    model, tokenizer = tiny_bert(tied_head=True)
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, show_progress=False)
+    replaced = result.replaced_token_ids
+    assert type(result.model) is BertForMaskedLM
+    decoder = result.model.get_output_embeddings().weight
+    torch.testing.assert_close(decoder[replaced], result.model.get_input_embeddings().weight[replaced])
+    assert decoder.data_ptr() == result.model.get_input_embeddings().weight.data_ptr()
+
+
+def test_inplace_modifies_the_given_model():
+    model, tokenizer = tiny_bert()
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, inplace=True, show_progress=False)
+    assert result.model is model
+    token = result.replaced_token_ids[0]
+    torch.testing.assert_close(model.get_input_embeddings().weight[token].detach(), found.as_dict()[token])
+
+
+def test_a_definition_model_reads_only_the_task_tokens():
+    model, tokenizer = tiny_bert()
+    reader = bert_reader()
+    result = apply_definition_embeddings(model, tokenizer, reader, TASK_TEXTS, alpha=100,
+                                         definitions=definitions_dataset(), show_progress=False)
+    # The definitions name cat, dog and happy among the task's tokens (and "feline", ... which the task lacks).
+    names = set(tokenizer.convert_ids_to_tokens(result.replaced_token_ids))
+    assert {"cat", "dog", "happy"} <= names
+    assert set(result.replaced_token_ids) <= set(task_token_ids(tokenizer))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (dict(alpha=-1), ValueError, "0..100"),
+        (dict(alpha=101), ValueError, "0..100"),
+        (dict(alpha="5"), ValueError, "0..100"),
+        (dict(strategy="first"), ValueError, "strategy must be one of"),
+        (dict(strategy="random", appearing_only=False), ValueError, "Appendix M"),
+        (dict(task_texts=[]), ValueError, "task_texts is empty"),
+        (dict(task_texts="the cat sat"), TypeError, "not a single string"),
+        (dict(task_texts=["[CLS] [SEP]"]), ValueError, "no token other than special tokens"),
+    ],
+)
+def test_bad_replacement_arguments_are_refused(arguments, error, message):
+    model, tokenizer = tiny_bert()
+    values = {"task_texts": TASK_TEXTS, "alpha": 5, **arguments}
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    with pytest.raises(error, match=message):
+        apply_definition_embeddings(model, tokenizer, found, show_progress=False, **values)
+
+
+def test_a_reader_needs_definitions_and_a_matching_width():
+    model, tokenizer = tiny_bert()
+    with pytest.raises(ValueError, match="definitions is needed"):
+        apply_definition_embeddings(model, tokenizer, bert_reader(), TASK_TEXTS, alpha=5, show_progress=False)
+    narrow = hand_made_embeddings(task_token_ids(tokenizer), width=8)
+    with pytest.raises(ValueError, match="8 wide"):
+        apply_definition_embeddings(model, tokenizer, narrow, TASK_TEXTS, alpha=5, show_progress=False)
+    with pytest.raises(TypeError, match="DefinitionEmbModel"):
+        apply_definition_embeddings(model, tokenizer, object(), TASK_TEXTS, alpha=5, show_progress=False)
+
+
+def test_encoder_only_reader_needs_a_mask_token():
+    tokenizer = wordpiece_tokenizer()
+    without_mask = type(tokenizer).from_pretrained(tokenizer.name_or_path)
+    without_mask.mask_token = None
+    with pytest.raises(ValueError, match="mask"):
+        compute_definition_embeddings(bert_reader(), without_mask, definitions_dataset(), show_progress=False)
+
+
+# --------------------------------------------------------------------------------------- the saved checkpoint
+REMOTE_PLAIN_LOAD = NO_PACKAGE_PRELUDE + r'''
+import json
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+location, rows = sys.argv[1], json.loads(sys.argv[2])
+model = AutoModel.from_pretrained(location)  # no trust_remote_code: a plain transformers model
+tokenizer = AutoTokenizer.from_pretrained(location)
+weights = model.get_input_embeddings().weight
+print("RESULT " + json.dumps({
+    "class": type(model).__name__,
+    "rows": weights[rows].tolist(),
+    "package_imported": "hf_entity_models" in sys.modules,
+    "record": model.config.definition_embeddings,
+    "tokens": tokenizer.convert_ids_to_tokens(rows),
+}))
+'''
+
+
+def test_saved_checkpoint_loads_as_plain_bert_without_the_package_and_its_card_lists_the_rows(tmp_path):
+    model, tokenizer = tiny_bert()
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, show_progress=False,
+                                         definitions_description="four hand-written definitions")
+    folder = result.save_pretrained(tmp_path / "replaced")
+    rows = result.replaced_token_ids
+    remote = run_python(REMOTE_PLAIN_LOAD, str(folder), json.dumps(rows), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
+    assert remote["class"] == "BertModel" and not remote["package_imported"]
+    torch.testing.assert_close(torch.tensor(remote["rows"]), result.model.get_input_embeddings().weight[rows].detach())
+    assert remote["record"]["replaced_tokens"] == len(rows) and remote["record"]["alpha"] == 100
+    saved = json.loads((folder / "definition_embeddings.json").read_text())
+    assert saved["replaced_token_ids"] == rows
+    card = ModelCard.load(folder / "README.md")
+    assert "definition-emb" in card.data.tags
+    assert "four hand-written definitions" in card.text
+    for token_id, token in zip(rows, remote["tokens"]):
+        assert f"`{token_id}` `{token}`" in card.text
+
+
+def test_push_to_hub_uploads_the_checkpoint_with_its_card(tmp_path, monkeypatch):
+    from hub_server import LoopbackHub
+
+    model, tokenizer = tiny_bert()
+    result = apply_definition_embeddings(model, tokenizer, hand_made_embeddings(task_token_ids(tokenizer)), TASK_TEXTS,
+                                         alpha=100, show_progress=False)
+    with LoopbackHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        result.push_to_hub("tester/bert-definitions", token="loopback-token")
+        files = hub.files("tester/bert-definitions")
+    assert {"model.safetensors", "config.json", "README.md", "definition_embeddings.json", "tokenizer.json"} <= set(files)
+    assert b"tester/bert-definitions" in files["README.md"]
+
+
+# --------------------------------------------------------------------------------------------- the command
+@pytest.fixture
+def command_inputs(tmp_path):
+    model, tokenizer = tiny_bert()
+    model.save_pretrained(tmp_path / "plm")
+    tokenizer.save_pretrained(tmp_path / "plm")
+    definitions = tmp_path / "definitions.tsv"
+    definitions.write_text("word\tpart_of_speech\tdefinition\n" + "".join(f"{w}\t{p}\t{d}\n" for w, p, d in DEFINITIONS))
+    texts = tmp_path / "task.txt"
+    texts.write_text("\n".join(TASK_TEXTS) + "\n")
+    return tmp_path
+
+
+def test_definitions_command_trains_a_reader_and_writes_the_replaced_checkpoint(capsys, command_inputs):
+    out = command_inputs / "out"
+    status, stdout, err = run_cli(
+        capsys, "definitions", command_inputs / "plm", "--definitions", command_inputs / "definitions.tsv",
+        "--task-texts", command_inputs / "task.txt", "--alpha", "100", "--max-steps", "2", "--batch-size", "2",
+        "--no-number-words", "--output-dir", out,
+    )
+    assert status == 0, err
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["replaced_tokens"] >= 3 and summary["alpha"] == 100
+    assert type(BertModel.from_pretrained(out)) is BertModel
+    reader = DefinitionEmbModel.from_pretrained(out / "definition-reader")
+    assert isinstance(reader.config, DefinitionEmbConfig) and reader.config.reader_type == "encoder-only"
+    replaced = json.loads((out / "definition_embeddings.json").read_text())["replaced_token_ids"]
+    assert len(replaced) == summary["replaced_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--task-texts", "task.txt", "--alpha", "150"], "must lie in 0..100"),
+        ([], "either --task-texts"),
+        (["--glue-task", "mrpc"], "--glue-task needs --glue-dir"),
+        (["--task-texts", "task.txt", "--strategy", "random", "--whole-range"], "--strategy random"),
+        (["--task-texts", "missing.txt"], "does not exist"),
+    ],
+)
+def test_definitions_command_refuses_bad_input_in_one_line(capsys, command_inputs, extra, message):
+    extra = [str(command_inputs / value) if value.endswith(".txt") else value for value in extra]
+    arguments = ["definitions", command_inputs / "plm", "--definitions", command_inputs / "definitions.tsv",
+                 "--max-steps", "1", "--output-dir", command_inputs / "out", *extra]
+    status, _, err = run_cli(capsys, *arguments)
+    assert status == 1
+    assert message in error_line(err, "definitions")
