@@ -103,8 +103,8 @@ def definitions_for(tokenizer, validation_size: int, seed: int = 0):
     glosses = read_wordnet_glosses(DATA / "wordnet" / "wordnet30_glosses.tsv")
     numbers = number_word_definitions(tokenizer)
     everything = concatenate_datasets([glosses.select_columns(numbers.column_names), numbers])
-    train, validation = split_definitions(everything, validation_size, seed)
-    return everything, train, validation
+    split = split_definitions(everything, validation_size, seed)
+    return everything, split["train"], split["validation"]
 
 
 def train_reader(args, base_model, tokenizer, train_definitions, validation_definitions):

@@ -40,6 +40,7 @@ def test_readme_user_stories_run(tmp_path, shared_data):
         pushed = hub.files("your-name/petra-gap")
         pushed_reader = hub.files("your-name/forcereader-squad")
         pushed_lm = hub.files("your-name/gpt2e-litbank")
+        pushed_definitions = hub.files("your-name/minilm-mrpc-definitions")
     assert "validation F1" in process.stdout
     assert (workdir / "memory.png").stat().st_size > 1000
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json"} <= set(pushed)
@@ -53,3 +54,11 @@ def test_readme_user_stories_run(tmp_path, shared_data):
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
             "configuration_gpt2e.py"} <= set(pushed_lm)
     assert pushed_lm["model.safetensors"] == (workdir / "gpt2e-litbank" / "model.safetensors").read_bytes()
+    assert "token embeddings replaced" in process.stdout
+    assert "\nBertModel\n" in process.stdout  # the replaced checkpoint is the original architecture
+    assert "MRPC dev accuracy" in process.stdout
+    assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "definition_embeddings.json"} <= set(
+        pushed_definitions)
+    assert not any(name.endswith(".py") for name in pushed_definitions), "a plain checkpoint carries no code"
+    assert pushed_definitions["model.safetensors"] == (
+        workdir / "minilm-mrpc-definitions" / "model.safetensors").read_bytes()
