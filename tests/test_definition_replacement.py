@@ -17,10 +17,12 @@ from transformers import BartModel, BertForMaskedLM, BertModel
 
 from hf_entity_models import DefinitionEmbConfig, DefinitionEmbModel
 from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt
+import hf_entity_models.tasks.embeddings.replacement as replacement
 from hf_entity_models.tasks.embeddings.replacement import (
     TokenDefinitionEmbeddings,
     apply_definition_embeddings,
     compute_definition_embeddings,
+    replacement_budget,
 )
 
 DEFINITIONS = [
@@ -174,11 +176,22 @@ def test_budget_is_min_of_alpha_n_and_the_task_vocabulary():
                                            show_progress=False).replaced_token_ids) == math.floor(3.999)
 
 
+def test_budget_arithmetic_is_exact_and_numpy_alpha_is_accepted():
+    import numpy as np
+
+    assert [replacement_budget(alpha, 100, 1000) for alpha in (29, 57, 58, 0.5, 100)] == [29, 57, 58, 0, 100]
+    assert replacement_budget(12.5, 30522, 10**6) == 3815  # 3815.25 rows: floor
+    model, tokenizer = tiny_bert()
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=np.int64(100), show_progress=False)
+    assert len(result.replaced_token_ids) == len(task_token_ids(tokenizer))
+
+
 def test_top_and_random_strategies():
     model, tokenizer = tiny_bert()
     task_tokens = task_token_ids(tokenizer)
     found = hand_made_embeddings(task_tokens)
-    alpha = 100 * 3 / model.config.vocab_size
+    alpha = 100 * 3.5 / model.config.vocab_size  # floor(3.5) = 3 rows
     top = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="top", show_progress=False)
     assert top.replaced_token_ids == sorted(token for token in task_tokens if token >= 5000)[:3]
     first = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="random", seed=3,
@@ -200,7 +213,7 @@ def test_whole_range_replaces_tokens_absent_from_the_task_too():
     absent_below = largest_two[0] - 1
     assert absent_inside not in task_tokens and absent_below not in task_tokens
     found = hand_made_embeddings(task_tokens + [absent_inside, absent_below])
-    alpha = 100 * 2 / model.config.vocab_size
+    alpha = 100 * 2.5 / model.config.vocab_size  # floor(2.5) = 2 rows
     result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, appearing_only=False,
                                          show_progress=False)
     # [X, N] holds 2 task tokens; every token with a definition in it is replaced, the one below X is not.
@@ -227,15 +240,24 @@ def test_inplace_modifies_the_given_model():
     torch.testing.assert_close(model.get_input_embeddings().weight[token].detach(), found.as_dict()[token])
 
 
-def test_a_definition_model_reads_only_the_task_tokens():
+def test_a_definition_model_reads_only_the_task_tokens(monkeypatch):
     model, tokenizer = tiny_bert()
     reader = bert_reader()
+    requested = []
+    compute = replacement.compute_definition_embeddings
+
+    def spy(definition_model, tokenizer, definitions, token_ids=None, **kwargs):
+        requested.append(set(token_ids))
+        return compute(definition_model, tokenizer, definitions, token_ids, **kwargs)
+
+    monkeypatch.setattr(replacement, "compute_definition_embeddings", spy)
     result = apply_definition_embeddings(model, tokenizer, reader, TASK_TEXTS, alpha=100,
                                          definitions=definitions_dataset(), show_progress=False)
     # The definitions name cat, dog and happy among the task's tokens (and "feline", ... which the task lacks).
     names = set(tokenizer.convert_ids_to_tokens(result.replaced_token_ids))
     assert {"cat", "dog", "happy"} <= names
     assert set(result.replaced_token_ids) <= set(task_token_ids(tokenizer))
+    assert requested == [set(task_token_ids(tokenizer))]
 
 
 @pytest.mark.parametrize(

@@ -360,3 +360,15 @@ def test_sequence_classifier_from_refuses_weights_that_do_not_fit(tmp_path):
         sequence_classifier_from(tmp_path / "stale")
     with pytest.raises(ValueError, match="not a folder"):
         sequence_classifier_from(tmp_path / "nothing-here")
+
+
+def test_sequence_classifier_from_roberta_leaves_the_unused_pooler_behind():
+    from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaModel
+
+    config = RobertaConfig(vocab_size=60, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=40)
+    base = RobertaModel(config)  # has a pooler; RoBERTa's classification head does not read it
+    classifier = sequence_classifier_from(base, num_labels=2)
+    assert isinstance(classifier, RobertaForSequenceClassification)
+    without_pooler = {name: tensor for name, tensor in base.state_dict().items() if not name.startswith("pooler.")}
+    _same_weights(without_pooler, classifier.roberta.state_dict())

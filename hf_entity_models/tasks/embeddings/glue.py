@@ -722,6 +722,10 @@ def sequence_classifier_from(
     target = classifier.base_model
     state = source.state_dict()
     target_state = target.state_dict()
+    if not any(name.startswith("pooler.") for name in target_state):
+        # Some classifiers read the first token without the base model's pooler (RoBERTa's head has its own dense
+        # layer): the pooler of the base checkpoint is simply not used.
+        state = {name: tensor for name, tensor in state.items() if not name.startswith("pooler.")}
     mismatched = [
         f"{name}: checkpoint {tuple(tensor.shape)} vs config {tuple(target_state[name].shape)}"
         for name, tensor in state.items()
@@ -742,8 +746,9 @@ def sequence_classifier_from(
         raise ValueError(
             f"The base weights of {description} do not fit a {type(classifier).__name__} built from its config ("
             + "; ".join(problems)
-            + "). If the input embeddings were replaced, call `model.resize_token_embeddings(new_size)` (it updates "
-            "config.vocab_size) or set the matching config fields before saving."
+            + ")."
+            + (" If the input embeddings were resized, call `model.resize_token_embeddings(new_size)` (it updates "
+               "config.vocab_size) or set the matching config fields before saving." if mismatched else "")
         )
     if fresh_pooler:
         logger.warning(

@@ -12,11 +12,13 @@ and returns a `DefinitionEmbeddingReplacement`: the model, still of its ORIGINAL
 import copy
 import json
 import math
+import numbers
 import os
 import random
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
+from .collator import pad_sequences
 from .prompts import DefinitionPrompt, encoder_decoder_example, masked_one_at_a_time
 
 logger = logging.get_logger(__name__)
@@ -125,7 +128,7 @@ def compute_definition_embeddings(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    prompts = _prompt_dataset(definitions, tokenizer)
+    prompts = _prompt_dataset(definitions, tokenizer, _reader_max_length(definition_model, tokenizer))
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
     reader_type = definition_model.config.reader_type
     if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
@@ -170,14 +173,27 @@ def compute_definition_embeddings(
     )
 
 
-def _prompt_dataset(definitions: Any, tokenizer: Any):
+def _reader_max_length(definition_model: PreTrainedModel, tokenizer: Any) -> int | None:
+    """The longest prompt the reader can read: its position limit (RoBERTa-style position ids start past the
+    padding id), or the tokenizer's limit when that is smaller."""
+    reader_config = definition_model.config.reader_config
+    positions = getattr(reader_config, "max_position_embeddings", None)
+    if positions is None:
+        return None
+    if "roberta" in reader_config.model_type:
+        positions -= (reader_config.pad_token_id or 0) + 1
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    return min(positions, tokenizer_limit) if isinstance(tokenizer_limit, int) else positions
+
+
+def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None):
     from .definitions import definition_prompt_dataset
 
     columns = set(getattr(definitions, "column_names", None) or [])
     if {"input_ids", "corruption_spans", "word"} <= columns:
         return definitions
     if {"word", "part_of_speech", "definition"} <= columns:
-        return definition_prompt_dataset(definitions, tokenizer)
+        return definition_prompt_dataset(definitions, tokenizer, max_length=max_length)
     raise TypeError(
         "definitions must be a datasets.Dataset with columns word, part_of_speech, definition (e.g. from "
         "read_wordnet_glosses or load_definitions) or with the prompt columns input_ids, corruption_spans, word; "
@@ -208,16 +224,6 @@ def _newly_named(prompt: DefinitionPrompt, wanted: set[int], found_words: dict[i
     return new
 
 
-def _pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(sequence) for sequence in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-        mask[row, : len(sequence)] = 1
-    return ids, mask
-
-
 def _pad_id(tokenizer: Any) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
@@ -231,7 +237,7 @@ def _read_encoder_jobs(model, tokenizer, jobs, batch_size: int, show_progress: b
     embeddings: dict[int, torch.Tensor] = {}
     for start in tqdm(range(0, len(jobs), batch_size), desc="definition embeddings", disable=not show_progress):
         batch = jobs[start : start + batch_size]
-        input_ids, attention_mask = _pad([job[0] for job in batch], _pad_id(tokenizer))
+        input_ids, attention_mask = pad_sequences([job[0] for job in batch], _pad_id(tokenizer))
         output = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
         for row, (_, positions, tokens) in enumerate(batch):
             for position, token in zip(positions, tokens):
@@ -247,8 +253,8 @@ def _read_encoder_decoder_jobs(model, tokenizer, jobs, batch_size: int, show_pro
     pad_id = _pad_id(tokenizer)
     for start in tqdm(range(0, len(jobs), batch_size), desc="definition embeddings", disable=not show_progress):
         batch = jobs[start : start + batch_size]
-        input_ids, attention_mask = _pad([job["input_ids"] for job in batch], pad_id)
-        decoder_input_ids, decoder_attention_mask = _pad([job["decoder_input_ids"] for job in batch], pad_id)
+        input_ids, attention_mask = pad_sequences([job["input_ids"] for job in batch], pad_id)
+        decoder_input_ids, decoder_attention_mask = pad_sequences([job["decoder_input_ids"] for job in batch], pad_id)
         output = model(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
@@ -418,8 +424,8 @@ def apply_definition_embeddings(
     """Replace the token embeddings of the rare tokens of a task with definition embeddings (Section 5.3).
 
     V_task is the set of non-special tokens of `task_texts`. min(alpha% x N, |V_task|) of its tokens, ranked by
-    `strategy`, get e(v) = e_d(v); tokens that no definition names are skipped (footnote 7), so fewer rows may be
-    replaced. With `appearing_only=False` (Appendix M) the index range [X, N] that holds that many task tokens is
+    `strategy`, get e(v) = e_d(v); tokens that no definition names are passed over (footnote 7) and the budget is
+    filled from further down the ranking, so fewer rows are replaced only when the task's defined tokens run out. With `appearing_only=False` (Appendix M) the index range [X, N] that holds that many task tokens is
     replaced whole, tokens absent from the task included ("last" and "top" only).
 
     Args:
@@ -463,7 +469,7 @@ def apply_definition_embeddings(
             f"The tokenizer gives ids up to {max(outside)} but the model has {vocabulary_size} embedding rows: use the "
             "model's own tokenizer."
         )
-    budget = min(math.floor(alpha / 100 * vocabulary_size), len(task_vocabulary))
+    budget = replacement_budget(alpha, vocabulary_size, len(task_vocabulary))
     found = _definition_embeddings(
         definition_model, tokenizer, definitions, task_vocabulary if appearing_only else None, show_progress
     )
@@ -503,8 +509,22 @@ def apply_definition_embeddings(
     return result
 
 
+def replacement_budget(alpha: float, vocabulary_size: int, task_vocabulary_size: int) -> int:
+    """min(alpha% x N, |V_task|) rows (Section 5.3), in exact arithmetic (29 / 100 * 100 is 28.999... in floats).
+
+    Example:
+
+    ```python
+    >>> replacement_budget(29, 100, 1000), replacement_budget(5, 30522, 800)
+    (29, 800)
+
+    ```
+    """
+    return min(math.floor(Fraction(str(alpha)) * vocabulary_size / 100), task_vocabulary_size)
+
+
 def _check_replacement_arguments(alpha: float, strategy: str, appearing_only: bool, task_texts: Any) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 100:
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha <= 100:
         raise ValueError(f"alpha is a percentage of the vocabulary size and must lie in 0..100, got {alpha!r}.")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
