@@ -92,6 +92,8 @@ def run_definitions(args: argparse.Namespace) -> int:
     task_texts = _task_texts(args, CliError)
     if args.reader is not None:
         reader = DefinitionEmbModel.from_pretrained(args.reader)
+        if args.reader_type is not None and args.reader_type != reader.config.reader_type:
+            raise CliError(f"--reader {args.reader} is an {reader.config.reader_type} reader, not {args.reader_type}.")
     else:
         reader = _train_reader(args, model, tokenizer, definitions, output_dir / "definition-reader")
     result = apply_definition_embeddings(

@@ -548,3 +548,13 @@ def test_trainer_steps_lower_the_loss(reader_config, overrides, tmp_path):
     assert torch.equal(model.target_embeddings, targets_before)
     frozen = overrides.get("freeze_reader_embeddings", False)
     assert torch.equal(model.get_input_embeddings().weight, embeddings_before) == frozen
+
+
+def test_resizing_the_vocabulary_is_refused_with_the_way_out():
+    from transformers import BertConfig
+
+    model = DefinitionEmbModel(DefinitionEmbConfig(reader_config=BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)))
+    with pytest.raises(ValueError, match="from_pretrained_model"):
+        model.resize_token_embeddings(60)
+    assert model.get_input_embeddings().weight.shape[0] == 50

@@ -217,6 +217,15 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.reader.set_input_embeddings(value)
 
+    def resize_token_embeddings(self, *args, **kwargs):
+        """Refused: the targets are the PLM's pre-trained embeddings, one per vocabulary entry, and a new token has
+        none. Resize the PLM first, then build the reader with `from_pretrained_model`."""
+        raise ValueError(
+            "A DefinitionEmbModel cannot change its vocabulary: its targets are the PLM's pre-trained embeddings. "
+            "Resize the PLM (plm.resize_token_embeddings(n)) and build a new reader with "
+            "DefinitionEmbModel.from_pretrained_model(plm)."
+        )
+
     @classmethod
     def from_pretrained_model(
         cls,
