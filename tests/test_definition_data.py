@@ -346,3 +346,22 @@ def test_trainer_smoke_on_real_glosses(tmp_path, gloss_sample, reader):
     with pytest.raises(ValueError, match="remove_unused_columns"):
         keep_no_columns = definition_training_arguments(str(tmp_path), remove_unused_columns=True)
         build_definition_trainer(model, tokenizer, prompts, args=keep_no_columns)
+
+
+def test_every_evaluation_reads_the_same_corruption_and_training_lowers_the_held_out_loss(tmp_path, gloss_sample):
+    from transformers import RobertaModel
+
+    torch.manual_seed(0)
+    tokenizer = roberta_tokenizer()
+    model = DefinitionEmbModel.from_pretrained_model(RobertaModel(tiny_roberta_config(tokenizer)))
+    prompts = definition_prompt_dataset(gloss_sample.select(range(48)), tokenizer, max_length=128)
+    train, held_out = prompts.select(range(32)), prompts.select(range(32, 48))
+    args = definition_training_arguments(
+        str(tmp_path), max_steps=25, per_device_train_batch_size=8, per_device_eval_batch_size=8, learning_rate=3e-3,
+        warmup_steps=0, use_cpu=True, save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = build_definition_trainer(model, tokenizer, train, held_out, args=args, seed=0)
+    before = trainer.evaluate()["eval_loss"]
+    assert trainer.evaluate()["eval_loss"] == before  # identical inputs: the evaluation corruption is fixed
+    trainer.train()
+    assert trainer.evaluate()["eval_loss"] < 0.5 * before

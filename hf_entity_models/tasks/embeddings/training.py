@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import transformers
@@ -114,19 +114,46 @@ def build_definition_trainer(
             "sees them. Build the arguments with definition_training_arguments(...) or set "
             "remove_unused_columns=False."
         )
-    collator = DefinitionCollator(
-        tokenizer,
-        reader_type,
-        seed=seed,
-        decoder_start_token_id=_config_value(reader_config, "decoder_start_token_id")
-        if reader_type == "encoder-decoder"
-        else None,
-    )
-    return transformers.Trainer(
+    decoder_start = _config_value(reader_config, "decoder_start_token_id") if reader_type == "encoder-decoder" else None
+
+    def collator(collator_seed: int) -> DefinitionCollator:
+        return DefinitionCollator(tokenizer, reader_type, seed=collator_seed, decoder_start_token_id=decoder_start)
+
+    return DefinitionTrainer(
         model=model,
         args=args,
-        data_collator=collator,
+        data_collator=collator(seed),
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
+        eval_collator_factory=lambda: collator(seed + EVAL_SEED_OFFSET),
     )
+
+
+# Evaluation corruption comes from its own seed, apart from the training stream.
+EVAL_SEED_OFFSET = 1_000_003
+
+
+class DefinitionTrainer(transformers.Trainer):
+    """A `transformers.Trainer` whose every evaluation reads the same corruption of the evaluation prompts.
+
+    The encoder-only corruption is random; with one collator, an evaluation would see other corrupted inputs each
+    time (and shift the training stream). Here each evaluation builds a fresh collator from the same seed, so the
+    losses before and after training, or of two checkpoints, are measured on identical inputs.
+
+    Args:
+        eval_collator_factory: Returns the collator of one evaluation (called once per evaluation).
+        *args, **kwargs: Those of `transformers.Trainer`.
+    """
+
+    def __init__(self, *args, eval_collator_factory: Callable[[], Any], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._eval_collator_factory = eval_collator_factory
+
+    def get_eval_dataloader(self, eval_dataset: Any = None):
+        training_collator = self.data_collator
+        self.data_collator = self._eval_collator_factory()
+        try:
+            return super().get_eval_dataloader(eval_dataset)
+        finally:
+            self.data_collator = training_collator
