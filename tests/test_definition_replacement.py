@@ -6,6 +6,7 @@ loads as a plain transformers model where hf_entity_models cannot be imported; t
 import json
 import math
 
+import huggingface_hub
 import pytest
 import torch
 from conftest import error_line, run_cli
@@ -348,7 +349,8 @@ def test_push_to_hub_uploads_the_checkpoint_with_its_card(tmp_path, monkeypatch)
                                          alpha=100, show_progress=False)
     with LoopbackHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        # The suite runs offline (HF_HUB_OFFLINE=1, read by huggingface_hub at import): this test talks to the loopback Hub.
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
         result.push_to_hub("tester/bert-definitions", token="loopback-token")
         files = hub.files("tester/bert-definitions")
     assert {"model.safetensors", "config.json", "README.md", "definition_embeddings.json", "tokenizer.json"} <= set(files)
