@@ -328,7 +328,7 @@ class DefinitionEmbeddingReplacement:
             card_data,
             template_str=_REPLACEMENT_CARD,
             model_class=type(self.model).__name__,
-            base_model=base_model or "the original model",
+            base_model=f"`{base_model}`" if base_model else "The original model",
             location=location,
             rows=[(token_id, token) for token_id, token in zip(self.replaced_token_ids, tokens)],
             **self.summary(),
@@ -610,6 +610,11 @@ def _ties_embeddings(model: PreTrainedModel) -> bool:
 
 
 def _reader_name(definition_model: Any) -> str | None:
-    if isinstance(definition_model, PreTrainedModel):
-        return getattr(definition_model.config, "_name_or_path", None) or None
-    return None
+    """Where the reader was loaded from, or what it is when it was never saved."""
+    if not isinstance(definition_model, PreTrainedModel):
+        return None
+    config = definition_model.config
+    base = getattr(config, "base_model_name_or_path", None)
+    return getattr(config, "_name_or_path", None) or (
+        f"an unsaved {config.reader_type} DefinitionEmbModel" + (f" of {base}" if base else "")
+    )
