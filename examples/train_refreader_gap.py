@@ -27,16 +27,16 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer, Trainer, TrainingArguments, set_seed
+from transformers import AutoModel, AutoTokenizer, set_seed
 
 from hf_entity_models import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import gap_gold, load_gap, sweep_threshold, train_on_gap
-from hf_entity_models.tasks.language_modeling import (
-    lm_data_collator,
-    load_lm_corpus_from_shared_data,
-    perplexity_from_loss,
+from hf_entity_models.tasks.language_modeling import load_lm_corpus_from_shared_data, perplexity_from_loss
+from hf_entity_models.tasks.language_modeling.refreader_pretraining import (
+    build_refreader_lm_trainer,
+    refreader_lm_training_arguments,
 )
-from hf_entity_models.training import EpochTimerCallback, GumbelTemperatureCallback
+from hf_entity_models.training import EpochTimerCallback
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GAP = SHARED_DATA / "gap"
@@ -126,25 +126,12 @@ def pretrain_language_model(tokenizer, word_vectors: torch.Tensor, output_dir: P
     model = RefReaderForCausalLM(incremental_config(tokenizer, word_vectors, args))
     model.refreader.load_word_vectors(word_vectors)
     timer = EpochTimerCallback()
-    trainer = Trainer(
-        model=model,
-        args=TrainingArguments(
-            output_dir=str(output_dir / "trainer"),
-            learning_rate=1e-3,
-            per_device_train_batch_size=32,
-            per_device_eval_batch_size=32,
-            num_train_epochs=args.lm_epochs,
-            eval_strategy="epoch",
-            save_strategy="no",
-            logging_steps=20,
-            report_to="none",
-            use_cpu=not torch.cuda.is_available(),
-            seed=args.seed,
-        ),
-        train_dataset=corpus["train"],
-        eval_dataset=corpus["validation"],
-        data_collator=lm_data_collator(tokenizer),
-        callbacks=[GumbelTemperatureCallback(), timer],
+    # The paper's recipe: Adam at 1e-3, constant rate, the checkpoint of lowest validation perplexity, early stopping.
+    training_arguments = refreader_lm_training_arguments(
+        str(output_dir / "trainer"), num_train_epochs=args.lm_epochs, seed=args.seed, logging_steps=20
+    )
+    trainer = build_refreader_lm_trainer(
+        model, tokenizer, corpus["train"], corpus["validation"], training_arguments, extra_callbacks=[timer]
     )
     before = perplexity_from_loss(trainer.evaluate()["eval_loss"])
     trainer.train()

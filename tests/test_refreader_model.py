@@ -605,7 +605,6 @@ def test_unexpected_keyword_arguments_are_refused():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[0, 1, 1]])), "pad on the right"),
         (dict(input_ids=torch.tensor([[1, 2, 50]])), r"must lie in \[0, 50\)"),
         (dict(input_ids=torch.tensor([[1, -2, 3]])), "vocabulary"),
         (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), "no tokens"),
@@ -651,7 +650,6 @@ def test_bad_input_raises_a_clear_error_incremental(kwargs, message):
         (dict(encoder_features=torch.zeros(3, 64)), "encoder_features must have shape"),
         (dict(input_ids=torch.tensor([[1, 2, 3]]), encoder_features=torch.zeros(1, 3, 64)), "not both"),
         (dict(input_ids=torch.tensor([[1, 2, 30522]])), "vocabulary"),
-        (dict(encoder_features=torch.zeros(1, 3, 64), attention_mask=torch.tensor([[1, 0, 1]])), "pad on the right"),
     ],
 )
 def test_bad_input_raises_a_clear_error_with_an_encoder(kwargs, message):

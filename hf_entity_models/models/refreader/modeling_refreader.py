@@ -28,7 +28,6 @@ from hf_entity_models.models._shared.coreference_links import (
     active_documents_per_step,
     candidate_scores_if_asked,
     check_link_inputs,
-    check_right_padding,
     encode_in_windows,
     gather_tokens,
     packed_positions,
@@ -290,11 +289,16 @@ class RefReaderModel(RefReaderPreTrainedModel):
         """Concatenate the configured encoder layers for every token: `(B, T, input_feature_size)`.
 
         Documents longer than the encoder window are encoded on their own in overlapping windows; padding gets 0.
+        The real tokens of a left-padded document are encoded as they are without the padding (same positions).
         """
         if self.encoder is None:
             raise ValueError("This reader is purely incremental (no encoder); it reads input_ids through embeddings.")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        # Left padding or gaps: encode the real tokens as one contiguous text, as the reader reads them.
+        order = real_tokens_first(attention_mask)
+        if order is not None:
+            input_ids, attention_mask = input_ids.gather(1, order), attention_mask.gather(1, order)
         with torch.no_grad():
             features = encode_in_windows(
                 self._encode_window,
@@ -303,7 +307,8 @@ class RefReaderModel(RefReaderPreTrainedModel):
                 self.config.max_encoder_window,
                 self.config.effective_window_overlap,
             )
-        return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
+        features = torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
+        return features if order is None else _gather_steps(features, order.argsort(dim=1))
 
     def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
         outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
@@ -314,7 +319,12 @@ class RefReaderModel(RefReaderPreTrainedModel):
         input_ids: torch.LongTensor | None,
         attention_mask: torch.Tensor | None,
         encoder_features: torch.FloatTensor | None,
-    ) -> tuple[torch.FloatTensor, torch.Tensor]:
+    ) -> tuple[torch.FloatTensor, torch.Tensor, torch.LongTensor | None]:
+        """Check the inputs and compute `x_t`, with every document's real tokens moved to its front.
+
+        Returns the inputs `(B, T, D_x)`, the attention mask in that order, and the per-document order used (None
+        when every document already starts with its real tokens, i.e. no padding or right padding).
+        """
         if encoder_features is not None:
             if self.encoder is None:
                 raise ValueError("encoder_features were given, but this reader is purely incremental: pass input_ids.")
@@ -347,13 +357,22 @@ class RefReaderModel(RefReaderPreTrainedModel):
             raise ValueError(
                 f"attention_mask has shape {tuple(attention_mask.shape)} but the input has {tuple(reference.shape[:2])}."
             )
-        check_right_padding(attention_mask)
+        # Masked steps are no-ops (left padding, or gaps that generate() leaves after right padding): the reader
+        # reads each document's real tokens as one contiguous, right-padded sequence. With an encoder this also
+        # gives it the positions the unpadded text has.
+        order = real_tokens_first(attention_mask)
+        if order is not None:
+            attention_mask = attention_mask.gather(1, order)
+            if input_ids is not None:
+                input_ids = input_ids.gather(1, order)
+            if encoder_features is not None:
+                encoder_features = _gather_steps(encoder_features, order)
         if encoder_features is None:
             if self.encoder is not None:
                 encoder_features = self.get_encoder_features(input_ids, attention_mask)
             else:
                 encoder_features = self.embeddings(input_ids)
-        return encoder_features.to(self.input_projection.weight.dtype), attention_mask
+        return encoder_features.to(self.input_projection.weight.dtype), attention_mask, order
 
     # ------------------------------------------------------------------------------------------------ forward
     def forward(
@@ -370,7 +389,9 @@ class RefReaderModel(RefReaderPreTrainedModel):
             input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
                 Token ids: the reader's vocabulary (incremental mode) or the encoder's.
             attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
-                1 for real tokens, 0 for padding. Padding must be on the right: the reader reads left to right.
+                1 for real tokens, 0 for padding. A masked step is a no-op: the memory and the GRU state pass it
+                unchanged, so left padding (as `generate` uses for batches of prompts), right padding and gaps all
+                give every document what it gives alone. Outputs at masked positions are 0.
             special_tokens_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
                 1 for special tokens ([CLS], [SEP], ...), which can never be entity mentions (their e_t is 0).
             encoder_features (`torch.FloatTensor` of shape `(batch_size, sequence_length, input_feature_size)`, *optional*):
@@ -382,7 +403,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
             raise TypeError(f"RefReaderModel.forward got unexpected arguments: {sorted(kwargs)}.")
         if token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise ValueError("token_type_ids must be all zeros: the reader reads a single text segment.")
-        inputs, attention_mask = self._resolve_inputs(input_ids, attention_mask, encoder_features)
+        inputs, attention_mask, order = self._resolve_inputs(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
             if tuple(special_tokens_mask.shape) != tuple(attention_mask.shape):
@@ -390,8 +411,14 @@ class RefReaderModel(RefReaderPreTrainedModel):
                     f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)} but attention_mask has "
                     f"{tuple(attention_mask.shape)}."
                 )
+            if order is not None:
+                special_tokens_mask = special_tokens_mask.gather(1, order)
             token_mask = token_mask & ~special_tokens_mask.bool()
         hidden_states, log, keys, values = self._read(self.dropout(inputs), token_mask, attention_mask.sum(-1))
+        if order is not None:
+            # Back to the caller's positions; the masked positions receive the zeros of the padded tail.
+            restore = order.argsort(dim=1)
+            hidden_states, log = _gather_steps(hidden_states, restore), _gather_steps(log, restore)
         cells = self.config.num_memory_cells
         gates = log[..., 3 * cells :]
         return RefReaderModelOutput(
@@ -542,6 +569,33 @@ class RefReaderModel(RefReaderPreTrainedModel):
         return keys, values
 
 
+def real_tokens_first(attention_mask: torch.Tensor) -> torch.LongTensor | None:
+    """Per-document order `(B, T)` that moves the real tokens (mask 1) to the front, keeping their order.
+
+    None when no masked position comes before a real token (no padding, or right padding): nothing to move.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> real_tokens_first(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 0]])).tolist()
+    [[2, 3, 0, 1], [0, 1, 2, 3]]
+    >>> real_tokens_first(torch.tensor([[1, 1, 0]])) is None
+    True
+
+    ```
+    """
+    mask = attention_mask.bool()
+    if not (mask[:, 1:] & ~mask[:, :-1]).any():
+        return None
+    return torch.argsort((~mask).to(torch.uint8), dim=1, stable=True)
+
+
+def _gather_steps(values: torch.Tensor, order: torch.LongTensor) -> torch.Tensor:
+    """`values[b, order[b, t]]` for a `(B, T, D)` tensor."""
+    return values.gather(1, order.unsqueeze(-1).expand(-1, -1, values.shape[-1]))
+
+
 def _gru_cell(input_gates: torch.Tensor, hidden: torch.Tensor, cell: nn.GRUCell) -> torch.Tensor:
     """`cell(input, hidden)` given the input projection `W_ih x + b_ih` (precomputed, or shared by all cells).
 
@@ -619,6 +673,10 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
         super().__init__(config)
         self.refreader = RefReaderModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size) if config.lm_loss_weight > 0 else None
+        if self.lm_head is not None:
+            # Declared per instance: the head exists only with an LM loss. transformers ties (and expects the
+            # checkpoint to omit) lm_head.weight only when config.tie_word_embeddings is set.
+            self._tied_weights_keys = {"lm_head.weight": "refreader.embeddings.weight"}
         self.post_init()
 
     @classmethod
@@ -792,7 +850,8 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
             input_ids, attention_mask, special_tokens_mask, token_type_ids:
                 As in [`RefReaderModel.forward`].
             labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                Usually `input_ids`; shifted inside the model. `-100` positions are ignored.
+                Usually `input_ids`; shifted inside the model. `-100` positions are ignored, and so are positions
+                where `attention_mask` is 0: they are neither predicted nor predict (see `next_token_loss`).
             num_items_in_batch (`int`, *optional*):
                 Number of predicted tokens in the whole accumulated batch (the Trainer passes it): the loss is then
                 summed and divided by it, so gradient accumulation gives the same loss as one large batch.
@@ -812,7 +871,7 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
         if labels is not None:
             if tuple(labels.shape) != tuple(input_ids.shape):
                 raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
-            loss = next_token_loss(logits, labels, None, num_items_in_batch)
+            loss = next_token_loss(logits, labels, attention_mask, num_items_in_batch)
         return RefReaderCausalLMOutput(
             loss=loss,
             logits=logits,
@@ -876,18 +935,48 @@ def next_token_loss(
     attention_mask: torch.Tensor | None,
     num_items_in_batch: int | torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Cross-entropy of predicting token t+1 from position t; padding and -100 labels are ignored.
+    """Cross-entropy of predicting the next real token from each real token; -100 labels are ignored.
+
+    Without `attention_mask`, position t predicts label t+1. With it, masked positions are no-op steps: their labels
+    count as -100, they predict nothing, and a real position predicts the label of the next real position (t+1 with
+    right padding). A padded document thus has the loss it has alone.
 
     The mean over predicted tokens, or their sum divided by `num_items_in_batch` when given (gradient accumulation).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> logits = torch.zeros(1, 4, 5)
+    >>> labels = torch.tensor([[0, 0, 3, 4]])
+    >>> loss = next_token_loss(logits, labels, torch.tensor([[0, 0, 1, 1]]))  # left padding: one prediction, 3 -> 4
+    >>> round(loss.item(), 4) == round(float(torch.log(torch.tensor(5.0))), 4)
+    True
+
+    ```
     """
-    targets = labels[:, 1:]
-    if attention_mask is not None:
-        targets = targets.masked_fill(~attention_mask[:, 1:].bool(), IGNORE_INDEX)
-    flat_logits, flat_targets = logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1)
+    flat_logits = logits.reshape(-1, logits.shape[-1]).float()
+    flat_targets = next_token_targets(labels, attention_mask).reshape(-1)
     if num_items_in_batch is None:
         return F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE_INDEX)
     total = F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE_INDEX, reduction="sum")
     return total / num_items_in_batch
+
+
+def next_token_targets(labels: torch.LongTensor, attention_mask: torch.Tensor | None) -> torch.LongTensor:
+    """The label each position is scored against, `(B, T)`: the next real position's label, or -100.
+
+    Masked positions (attention_mask 0) get -100 and are skipped when looking for the next real position.
+    """
+    ignore = torch.full_like(labels[:, :1], IGNORE_INDEX)
+    if attention_mask is None:
+        return torch.cat([labels[:, 1:], ignore], dim=1)
+    mask = attention_mask.bool()
+    labels = labels.masked_fill(~mask, IGNORE_INDEX)
+    # Real tokens first (stable): in that order the next real token is the next column; then scatter back.
+    order = torch.argsort((~mask).to(torch.uint8), dim=1, stable=True)
+    shifted = torch.cat([labels.gather(1, order)[:, 1:], ignore], dim=1)
+    return torch.full_like(labels, IGNORE_INDEX).scatter(1, order, shifted)
 
 
 def _scored_tokens(
@@ -916,4 +1005,6 @@ __all__ = [
     "RefReaderPreTrainedModel",
     "all_pairs_coreference_loss",
     "next_token_loss",
+    "next_token_targets",
+    "real_tokens_first",
 ]
