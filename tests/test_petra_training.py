@@ -11,10 +11,12 @@ from transformers import AutoTokenizer
 from hf_entity_models import PetraForCoreference
 from hf_entity_models.tasks.coreference import (
     CoreferenceCollator,
+    GapMetrics,
     build_gap_trainer,
     cache_encoder_features,
     gap_gold,
     gap_training_arguments,
+    keep_candidate_scores,
     prepare_gap_dataset,
     tune_threshold,
 )
@@ -61,6 +63,15 @@ def test_trainer_lowers_the_loss_on_real_gap_rows(tmp_path, shared_data, tokeniz
     assert after < 0.8 * before, (before, after)
     # 24 epochs with the default schedule: the Gumbel temperature was halved at epochs 10 and 20.
     assert model.petra.gumbel_temperature == 0.25
+    # The trained model separates the links of these rows better than linking every candidate. The sweep's
+    # threshold 0.00 predicts every candidate, so the best F1 reaches the all-positive F1 by construction: require
+    # a clear margin above it.
+    gold = gap_gold(rows)
+    scores = keep_candidate_scores(trainer.predict(train).predictions, None)
+    f1 = GapMetrics(gold).sweep(scores).best_f1
+    positive_rate = sum(g.a_coref + g.b_coref for g in gold) / (2 * len(gold))
+    all_positive_f1 = 2 * positive_rate / (1 + positive_rate)
+    assert f1 > all_positive_f1 + 0.1, (f1, all_positive_f1)
 
 
 def test_evaluation_reports_gap_metrics_and_tunes_the_threshold(tmp_path, shared_data, tokenizer):

@@ -15,6 +15,11 @@ class GumbelTemperatureCallback(TrainerCallback):
     is a runtime attribute of the model (set through its `set_gumbel_temperature`), not a config field, so a
     saved checkpoint keeps its initial temperature and resumed training recomputes the schedule from the epoch.
 
+    The temperature of the 0-based epoch `e` is `initial * 0.5 ** ((e + epoch_offset) // halve_every)`. The default
+    `epoch_offset=0` trains epochs 1-10 (counting from 1) at tau = 1 and halves at epoch 11, as the Referential
+    Reader's code does (`0.5 ** ((epoch - 1) // 10)`). PeTra's authors halve at the start of epoch 10 counting
+    from 1 (epochs 1-9 at tau = 1): pass `epoch_offset=1` for their schedule (ablation pending).
+
     Example:
 
     ```python
@@ -24,17 +29,20 @@ class GumbelTemperatureCallback(TrainerCallback):
     ```
     """
 
-    def __init__(self, halve_every: int = 10, initial_temperature: float | None = None):
+    def __init__(self, halve_every: int = 10, initial_temperature: float | None = None, epoch_offset: int = 0):
         if halve_every < 1:
             raise ValueError(f"halve_every must be a positive number of epochs, got {halve_every}.")
+        if epoch_offset < 0:
+            raise ValueError(f"epoch_offset must be >= 0, got {epoch_offset}.")
         if initial_temperature is not None and not initial_temperature > 0:
             raise ValueError(f"initial_temperature must be > 0, got {initial_temperature}.")
         self.halve_every = halve_every
         self.initial_temperature = initial_temperature
+        self.epoch_offset = int(epoch_offset)
 
     def temperature_at(self, epoch: int, initial_temperature: float) -> float:
         """Temperature for a 0-based epoch index."""
-        return initial_temperature * 0.5 ** (epoch // self.halve_every)
+        return initial_temperature * 0.5 ** ((epoch + self.epoch_offset) // self.halve_every)
 
     def on_epoch_begin(self, args, state, control, model=None, **kwargs):
         if model is None or not hasattr(model, "set_gumbel_temperature"):

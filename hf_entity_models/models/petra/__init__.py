@@ -12,6 +12,7 @@ from .modeling_petra import (
     PetraModel,
     PetraModelOutput,
     PetraPreTrainedModel,
+    pair_coref_loss,
     span_link_probabilities,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "PetraModel",
     "PetraModelOutput",
     "PetraPreTrainedModel",
+    "pair_coref_loss",
     "span_link_probabilities",
 ]

@@ -51,6 +51,12 @@ def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
         ("Memory variant", f"`{config.memory_variant}`"),
         ("Usage decay", str(config.usage_decay)),
         ("Decision threshold", f"{float(config.coref_threshold):g}"),
+        (
+            "Choices (ablation pending)",
+            f"coref loss `{config.coref_loss}`, MLP3 `{config.coref_update_mlp}`, overwrite ties "
+            f"`{config.overwrite_tie_breaking}`, entity loss `{config.entity_loss_reduction}`, init "
+            f"`{config.linear_init}`",
+        ),
     ]
 
 
@@ -60,7 +66,9 @@ def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
         "overwrite cells, and the overwritten people are forgotten.",
         "GAP supervision is sparse: the model is only trained to link pronouns to names, so name-to-name chains "
         "and entities that are not people are tracked less reliably (paper section 4.4).",
-        "The people-counting evaluation of the paper is not part of this checkpoint's results.",
+        "The people-counting evaluation of the paper is not part of this checkpoint's results; its annotations are "
+        "published by the authors (data/num_people.tsv in github.com/shtoshni92/petra) and can be read with "
+        "`hf_entity_models.tasks.coreference.metrics.read_people_counts`.",
     ]
 
 

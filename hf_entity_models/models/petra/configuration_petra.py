@@ -14,6 +14,13 @@ from hf_entity_models.models._shared.evaluation_results import EvaluationResults
 from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
+# Choices where the paper and the authors' code differ (issue 13). The first value of each is the default; the
+# ablation runs that decide the defaults are pending.
+COREF_LOSSES = ("cross_entropy", "bce_with_logits_of_log_p")
+COREF_UPDATE_MLPS = ("mlp", "tanh_linear")
+OVERWRITE_TIE_BREAKING = ("first", "random")
+ENTITY_LOSS_REDUCTIONS = ("per_document", "per_token")
+LINEAR_INITS = ("normal", "pytorch_default")
 
 
 @strict
@@ -71,7 +78,36 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             Decision threshold on the span link probability; tune it on validation data with
             `hf_entity_models.tasks.coreference.sweep_threshold` and store the best value here.
         initializer_range (`float`, *optional*, defaults to 0.02):
-            Standard deviation of the normal initialiser of linear layers.
+            Standard deviation of the normal initialiser of linear layers (with `linear_init="normal"`).
+        coref_loss (`str`, *optional*, defaults to `"cross_entropy"`):
+            Per-pair loss of section 2.5.1 (ablation pending). `"cross_entropy"`: the binary cross-entropy between
+            the label and the link probability P of Eq. 9, as the paper writes it. `"bce_with_logits_of_log_p"`: what
+            the authors' code computes, `log P` fed to a BCE-with-logits, i.e. the cross-entropy between the label
+            and `sigmoid(log P) = P / (1 + P)`: `-log(P / (1 + P))` for a positive pair, `log(1 + P)` for a negative
+            one. Both are weighted and normalised by the total weight.
+        coref_update_mlp (`str`, *optional*, defaults to `"mlp"`):
+            Shape of MLP3, the coreference update of Eq. 7 (ablation pending). `"mlp"`: two ReLU hidden layers of
+            `mlp_hidden_size` and a linear output (the paper does not state the shape). `"tanh_linear"`: the
+            authors' code, `tanh(Linear([h_t; m_i]))`.
+        overwrite_tie_breaking (`str`, *optional*, defaults to `"first"`):
+            How the hard overwrite at evaluation (Eq. 5) breaks exact ties among the least used cells (ablation
+            pending). `"first"`: the cell with the lowest index. `"random"`: a random cell among the tied ones, as
+            the paper and the authors' code do; the draws come from a generator seeded with `overwrite_tie_seed`
+            at every forward call, so the same inputs always give the same choice. Training (soft Gumbel-softmax
+            overwrites, Eq. 6) is not affected.
+        overwrite_tie_seed (`int`, *optional*, defaults to 0):
+            Seed of the tie-breaking generator of `overwrite_tie_breaking="random"`.
+        entity_loss_reduction (`str`, *optional*, defaults to `"per_document"`):
+            How the entity-mention loss of section 2.5.2 averages (ablation pending). `"per_document"`: the mean
+            over the unlabelled tokens of each document (the paper's per-instance formula), then the mean over
+            documents. `"per_token"`: the authors' code, one mean over all unlabelled tokens of the batch (longer
+            documents weigh more).
+        linear_init (`str`, *optional*, defaults to `"normal"`):
+            Initialisation of PeTra's own linear layers (MLPs) when a model is built from scratch (ablation
+            pending). `"normal"`: normal(0, `initializer_range`) weights and zero biases (the transformers
+            convention). `"pytorch_default"`: PyTorch's default `nn.Linear` initialisation (weights and biases
+            uniform in +-1/sqrt(fan_in)), which the authors' code used. Weights loaded from a checkpoint are never
+            re-initialised, whichever the choice.
         evaluation_results (`list[dict]`, *optional*):
             Measured results of this checkpoint, reported in the model card that `save_pretrained` and
             `push_to_hub` write. Each entry is a dict with `task` (e.g. `"coreference"`), `dataset` (e.g. `"gap"`),
@@ -121,6 +157,12 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
     initializer_range: float = 0.02
+    coref_loss: str = "cross_entropy"
+    coref_update_mlp: str = "mlp"
+    overwrite_tie_breaking: str = "first"
+    overwrite_tie_seed: int = 0
+    entity_loss_reduction: str = "per_document"
+    linear_init: str = "normal"
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
@@ -165,6 +207,15 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             0.0 <= self.coref_threshold <= 1.0,
             f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
         )
+        for name, choices in (
+            ("coref_loss", COREF_LOSSES),
+            ("coref_update_mlp", COREF_UPDATE_MLPS),
+            ("overwrite_tie_breaking", OVERWRITE_TIE_BREAKING),
+            ("entity_loss_reduction", ENTITY_LOSS_REDUCTIONS),
+            ("linear_init", LINEAR_INITS),
+        ):
+            value = getattr(self, name)
+            _require(value in choices, f"{name} must be one of {choices}, got {value!r}.")
         self._check_encoder_fields()
         self.validate_evaluation_results()
 

@@ -127,6 +127,21 @@ class PetraMLP(nn.Module):
         return self.output_layer(F.relu(self.hidden_layer(F.relu(projected))))
 
 
+class PetraTanhLinear(nn.Module):
+    """`tanh(Linear(inputs))`: the coreference update (MLP3, Eq. 7) of the authors' code (`coref_update_mlp`)."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.input_layer = nn.Linear(input_size, output_size)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.from_input_projection(self.input_layer(inputs))
+
+    def from_input_projection(self, projected: torch.Tensor) -> torch.Tensor:
+        """Finish from the pre-activation of the linear layer (see `PetraMLP.from_input_projection`)."""
+        return torch.tanh(projected)
+
+
 class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
     config: PetraConfig
     config_class = PetraConfig
@@ -138,7 +153,15 @@ class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
+        # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it, so the linear
+        # layers seen here are PeTra's own. The `init` functions skip tensors loaded from a checkpoint.
+        if isinstance(module, nn.Linear) and self.config.linear_init == "pytorch_default":
+            # What `nn.Linear.reset_parameters` does: weights and biases uniform in +-1/sqrt(fan_in).
+            init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            if module.bias is not None:
+                bound = 1.0 / math.sqrt(module.in_features) if module.in_features > 0 else 0.0
+                init.uniform_(module.bias, -bound, bound)
+            return
         super()._init_weights(module)
         if isinstance(module, nn.GRU):
             bound = 1.0 / math.sqrt(module.hidden_size)
@@ -191,7 +214,11 @@ class PetraModel(PetraPreTrainedModel):
         hidden, mlp = config.hidden_size, config.mlp_hidden_size
         self.entity_mlp = PetraMLP(hidden, mlp, 1)  # MLP1, Eq. 1
         self.similarity_mlp = PetraMLP(3 * hidden + 1, mlp, 1)  # MLP2 over [h; m; h*m; u], Eq. 2
-        self.coref_update_mlp = PetraMLP(2 * hidden, mlp, self.value_size)  # MLP3 over [h; m], Eq. 7
+        # MLP3 over [h; m], Eq. 7: two ReLU layers, or tanh(linear) as in the authors' code.
+        if config.coref_update_mlp == "tanh_linear":
+            self.coref_update_mlp = PetraTanhLinear(2 * hidden, self.value_size)
+        else:
+            self.coref_update_mlp = PetraMLP(2 * hidden, mlp, self.value_size)
         self.memory_init = (
             nn.Parameter(torch.zeros(config.num_memory_cells, hidden))
             if config.memory_variant == "learned_init"
@@ -386,6 +413,9 @@ class PetraModel(PetraPreTrainedModel):
         usage_weight = sim_weight[:, 3 * hidden]
         mlp_size = sim_weight.shape[0]
 
+        tie_noise = self._tie_breaking_noise(batch_size, padded_length, hidden_states)
+        tie_noise_steps = tie_noise[order].unbind(1) if tie_noise is not None else [None] * padded_length
+
         # unbind once instead of indexing a step at a time: the backward of per-step indexing would allocate and
         # zero-fill a full (B, T, .) gradient for every token.
         steps = zip(
@@ -394,9 +424,10 @@ class PetraModel(PetraPreTrainedModel):
             token_projection_sim.unsqueeze(2).unbind(1),
             token_projection_update.unsqueeze(2).unbind(1),
             entity_probs.unbind(1),
+            tie_noise_steps,
         )
         finished_memories, overwrites, corefs, usages = [], [], [], []
-        for active, token, token_sim, token_update, entity_prob in steps:  # token: (B, 1, H)
+        for active, token, token_sim, token_update, entity_prob, noise in steps:  # token: (B, 1, H)
             if active < memory.shape[0]:
                 finished_memories.append(memory[active:])
                 memory, usage = memory[:active], usage[:active]
@@ -410,7 +441,8 @@ class PetraModel(PetraPreTrainedModel):
             ).squeeze(-1)  # Eq. 2, (B, N)
             unused = usage == 0
             coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob[:active])
-            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused)
+            noise = noise[:active] if noise is not None else None
+            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, noise)
             update = self.coref_update_mlp.from_input_projection(token_update + memory_projection[..., mlp_size:])
             memory = self._update_memory(memory, token, update, overwrite, coref)
             usage = torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0)  # Eq. 8
@@ -437,16 +469,43 @@ class PetraModel(PetraPreTrainedModel):
         probabilities = entity_prob.unsqueeze(-1) * torch.softmax(scores, dim=-1)
         return probabilities[:, :-1], probabilities[:, -1:]
 
-    def _overwrite_choice(self, similarity: torch.Tensor, usage: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+    def _tie_breaking_noise(self, batch_size: int, length: int, reference: torch.Tensor) -> torch.Tensor | None:
+        """Random priorities `(B, T, N)` for `overwrite_tie_breaking="random"` at evaluation, else None.
+
+        Drawn from a generator seeded with `config.overwrite_tie_seed` at every call, so the same inputs give the
+        same choices, and the global random state is left alone.
+        """
+        if self.training or self.config.overwrite_tie_breaking != "random":
+            return None
+        generator = torch.Generator(device=reference.device)
+        generator.manual_seed(int(self.config.overwrite_tie_seed))
+        shape = (batch_size, length, self.config.num_memory_cells)
+        return torch.rand(shape, generator=generator, device=reference.device, dtype=reference.dtype)
+
+    def _overwrite_choice(
+        self,
+        similarity: torch.Tensor,
+        usage: torch.Tensor,
+        unused: torch.Tensor,
+        tie_noise: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Eqs. 5-6: which cell a new entity goes to: least used, unused cells first, ties broken by similarity.
 
-        Soft Gumbel-softmax sample in training, hard argmax (argmin usage) at evaluation.
+        The preference of a cell is `(1 - u) + 1e5 [u = 0] softmax(sim)` (authors' code). Training: a soft
+        Gumbel-softmax sample over its log. Evaluation: a one-hot on the most preferred cell; among cells whose
+        preferences are exactly equal, the first one (`overwrite_tie_breaking="first"`, an argmax over the clamped
+        log preference) or the one with the highest `tie_noise` (`"random"`).
         """
         preference = (1 - usage) + UNUSED_CELL_OVERWRITE_BONUS * unused * torch.softmax(similarity, dim=-1)
         logits = torch.log(preference.clamp_min(LOG_EPSILON))
         if self.training:
             return F.gumbel_softmax(logits, tau=self.gumbel_temperature, hard=False, dim=-1)
-        return F.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(logits.dtype)
+        if tie_noise is None:
+            choice = logits.argmax(dim=-1)
+        else:
+            tied = preference == preference.max(dim=-1, keepdim=True).values
+            choice = torch.where(tied, tie_noise, torch.full_like(tie_noise, -1.0)).argmax(dim=-1)
+        return F.one_hot(choice, logits.shape[-1]).to(logits.dtype)
 
     def _update_memory(
         self,
@@ -590,7 +649,11 @@ class PetraForCoreference(PetraPreTrainedModel):
     def _coref_loss(
         self, link_log_probs: "LinkLogProbability", link_pairs: torch.LongTensor, link_labels: torch.LongTensor
     ) -> torch.Tensor:
-        """Section 2.5.1: weighted binary cross-entropy between labels and Eq. 9, normalised by total weight."""
+        """Section 2.5.1: weighted binary cross-entropy between labels and Eq. 9, normalised by total weight.
+
+        `config.coref_loss="cross_entropy"` is the cross-entropy on P itself; `"bce_with_logits_of_log_p"` feeds
+        log P to a BCE-with-logits as the authors' code does (a cross-entropy on P / (1 + P)).
+        """
         valid = link_labels != IGNORE_INDEX
         safe_pairs = torch.where(valid.unsqueeze(-1), link_pairs, torch.zeros_like(link_pairs))
         safe_pairs = torch.stack([safe_pairs.min(-1).values, safe_pairs.max(-1).values], dim=-1)
@@ -598,8 +661,7 @@ class PetraForCoreference(PetraPreTrainedModel):
         log_prob = link_log_probs(safe_pairs)
         log_prob = log_prob.clamp(max=math.log1p(-LOG_EPSILON))
         targets = (link_labels == LINK_POSITIVE) | (link_labels == LINK_SELF)
-        log_complement = torch.log1p(-torch.exp(log_prob))
-        cross_entropy = -torch.where(targets, log_prob, log_complement)
+        cross_entropy = pair_coref_loss(log_prob, targets, self.config.coref_loss)
         weights = torch.zeros_like(cross_entropy)
         weights = torch.where(link_labels == LINK_SELF, self.config.self_link_weight, weights)
         weights = torch.where(link_labels == LINK_POSITIVE, self.config.positive_link_weight, weights)
@@ -609,14 +671,18 @@ class PetraForCoreference(PetraPreTrainedModel):
             return cross_entropy.sum() * 0.0
         return (weights * cross_entropy).sum() / total_weight
 
-    @staticmethod
     def _entity_loss(
+        self,
         entity_probs: torch.Tensor,
         attention_mask: torch.Tensor | None,
         special_tokens_mask: torch.Tensor | None,
         link_pairs: torch.LongTensor,
     ) -> torch.Tensor:
-        """Section 2.5.2: mean e_t over tokens outside the labelled spans (every span token is in some pair)."""
+        """Section 2.5.2: mean e_t over tokens outside the labelled spans (every span token is in some pair).
+
+        `config.entity_loss_reduction="per_document"` averages each document, then the documents; `"per_token"`
+        pools the unlabelled tokens of the whole batch (authors' code).
+        """
         unlabelled = torch.ones_like(entity_probs, dtype=torch.bool)
         if attention_mask is not None:
             unlabelled &= attention_mask.bool()
@@ -628,11 +694,29 @@ class PetraForCoreference(PetraPreTrainedModel):
         labelled.scatter_add_(1, pair_tokens.clamp_min(0), (pair_tokens >= 0).long())
         unlabelled &= labelled == 0
         counts = unlabelled.sum(-1)
-        per_document = (entity_probs * unlabelled).sum(-1) / counts.clamp_min(1)
         has_tokens = counts > 0
         if not has_tokens.any():
             return entity_probs.sum() * 0.0
+        sums = (entity_probs * unlabelled).sum(-1)
+        if self.config.entity_loss_reduction == "per_token":
+            return sums.sum() / counts.sum()
+        per_document = sums / counts.clamp_min(1)
         return per_document[has_tokens].mean()
+
+
+def pair_coref_loss(log_prob: torch.Tensor, targets: torch.Tensor, kind: str = "cross_entropy") -> torch.Tensor:
+    """Unweighted loss of every labelled pair from its log link probability `log P` (< 0) and its label.
+
+    `"cross_entropy"`: `-log P` for a positive pair, `-log(1 - P)` for a negative one (paper, section 2.5.1).
+    `"bce_with_logits_of_log_p"`: `log P` taken as a logit (authors' code): `-log(P / (1 + P))` for a positive
+    pair, `log(1 + P)` for a negative one.
+    """
+    if kind == "bce_with_logits_of_log_p":
+        return F.binary_cross_entropy_with_logits(log_prob, targets.to(log_prob.dtype), reduction="none")
+    if kind != "cross_entropy":
+        raise ValueError(f"Unknown coreference loss {kind!r}; choose 'cross_entropy' or 'bce_with_logits_of_log_p'.")
+    log_complement = torch.log1p(-torch.exp(log_prob))
+    return -torch.where(targets, log_prob, log_complement)
 
 
 class LinkLogProbability:
@@ -676,5 +760,6 @@ __all__ = [
     "PetraModel",
     "PetraModelOutput",
     "PetraPreTrainedModel",
+    "pair_coref_loss",
     "span_link_probabilities",
 ]

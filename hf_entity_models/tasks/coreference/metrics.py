@@ -8,7 +8,8 @@ This module implements, in plain Python + numpy:
   all decisions, overall and per gender of the pronoun, with
   ``bias = F1_feminine / F1_masculine``;
 * PeTra's (Toshniwal et al., 2020) decision-threshold selection, which picks
-  the threshold in ``{0.00, 0.01, ..., 0.99}`` maximising validation F1;
+  the threshold in ``{0.00, 0.01, ..., 0.99}`` maximising validation F1
+  (other grids and comparisons in ``THRESHOLD_GRIDS``);
 * PeTra's "unique people counting" diagnostic, which counts memory-cell
   overwrites above a threshold ``alpha`` in ``{0.01, ..., 1.00}`` and reports
   the minimum summed absolute counting error over annotated documents.
@@ -44,7 +45,11 @@ __all__ = [
     "score_gap_probabilities",
     "ThresholdSweep",
     "sweep_threshold",
+    "THRESHOLD_GRIDS",
+    "threshold_grid",
     "read_gap_gold",
+    "read_people_counts",
+    "PeopleCount",
     "count_unique_people",
     "CountingResult",
     "select_counting_threshold",
@@ -65,6 +70,43 @@ _GAP_LABELS = {"true": True, "false": False}
 def _default_f1_thresholds() -> np.ndarray:
     """PeTra's F1 grid 0.00, 0.01, ..., 0.99 (rounded so 0.07 is the literal 0.07)."""
     return np.round(np.arange(0.0, 1.0, 0.01), 2)
+
+
+def _paper_f1_thresholds() -> np.ndarray:
+    """The F1 grid of the paper (section 3.6): 0.01, 0.02, ..., 1.00."""
+    return np.round(np.arange(1, 101) / 100.0, 2)
+
+
+# Threshold grids for the validation sweep: name -> (candidate thresholds, comparison). With ">=", a probability
+# equal to the threshold is positive; with ">", it is negative.
+THRESHOLD_GRIDS: dict[str, tuple[np.ndarray, str]] = {
+    # This package's default: 0.00..0.99, probability >= threshold (the GAP scorer's and the pipeline's rule).
+    "package": (_default_f1_thresholds(), ">="),
+    # The paper's grid 0.01..1.00 (section 3.6) with the strict comparison of the authors' sweep.
+    "paper": (_paper_f1_thresholds(), ">"),
+    # The authors' released sweep (`find_threshold`): 0.00..0.99 with a strict comparison.
+    "authors_code": (_default_f1_thresholds(), ">"),
+}
+
+
+def threshold_grid(name: str) -> tuple[np.ndarray, str]:
+    """The thresholds and comparison of a named validation grid (``THRESHOLD_GRIDS``).
+
+    Example:
+        >>> thresholds, comparison = threshold_grid("paper")
+        >>> float(thresholds[0]), float(thresholds[-1]), comparison
+        (0.01, 1.0, '>')
+    """
+    if name not in THRESHOLD_GRIDS:
+        raise ValueError(f"Unknown threshold grid {name!r}; choose one of {sorted(THRESHOLD_GRIDS)}.")
+    thresholds, comparison = THRESHOLD_GRIDS[name]
+    return thresholds.copy(), comparison
+
+
+def _check_comparison(comparison: str) -> str:
+    if comparison not in (">=", ">"):
+        raise ValueError(f"comparison must be '>=' or '>', got {comparison!r}.")
+    return comparison
 
 
 def _default_counting_thresholds() -> np.ndarray:
@@ -477,6 +519,8 @@ class ThresholdSweep:
         best_threshold: Smallest threshold achieving the maximum F1.
         best_f1: That maximum F1.
         best_scores: Full :class:`GapScores` at ``best_threshold``.
+        comparison: ``">="`` (a probability equal to the threshold is positive)
+            or ``">"``.
     """
 
     thresholds: np.ndarray
@@ -484,6 +528,18 @@ class ThresholdSweep:
     best_threshold: float
     best_f1: float
     best_scores: GapScores = field(repr=False)
+    comparison: str = ">="
+
+    @property
+    def decision_threshold(self) -> float:
+        """The threshold for the ``probability >= threshold`` rule (pipeline, scorer) giving the same decisions.
+
+        ``best_threshold`` itself for ``">="``; for ``">"`` the next float above it (capped at 1.0, where
+        ``"> 1.0"`` predicts nothing and ``">= 1.0"`` still predicts probabilities of exactly 1).
+        """
+        if self.comparison == ">=":
+            return self.best_threshold
+        return float(min(np.nextafter(self.best_threshold, np.inf), 1.0))
 
 
 def _f1_array(
@@ -501,6 +557,7 @@ def sweep_threshold(
     gold: Sequence[GapGold],
     probabilities: Mapping[str, tuple[float, float]],
     thresholds: Sequence[float] | None = None,
+    comparison: str = ">=",
 ) -> ThresholdSweep:
     """Picks the decision threshold maximising overall F1 (PeTra's validation protocol).
 
@@ -508,7 +565,10 @@ def sweep_threshold(
         gold: Gold rows (normally the validation split).
         probabilities: Maps a GAP id to ``(p(A coref), p(B coref))`` in [0, 1].
         thresholds: Candidates in [0, 1]; defaults to ``0.00, 0.01, ..., 0.99``.
-            They are sorted and de-duplicated.
+            They are sorted and de-duplicated. ``threshold_grid(name)`` gives
+            the named grids of ``THRESHOLD_GRIDS`` (e.g. the paper's 0.01..1.00).
+        comparison: ``">="`` (default) predicts a link when the probability is
+            at least the threshold, ``">"`` when it is strictly above it.
 
     Returns:
         F1 per threshold and the smallest threshold achieving the maximum.
@@ -525,10 +585,15 @@ def sweep_threshold(
     candidates = _validated_thresholds(
         _default_f1_thresholds() if thresholds is None else thresholds
     )
+    comparison = _check_comparison(comparison)
     table = _gold_table(gold)
     values, is_predicted = _probability_array(table, probabilities)
     # decisions[k, r, c]: decision c of row r at threshold k.
-    decisions = (values[None, :, :] >= candidates[:, None, None]) & is_predicted[None, :, None]
+    if comparison == ">=":
+        above = values[None, :, :] >= candidates[:, None, None]
+    else:
+        above = values[None, :, :] > candidates[:, None, None]
+    decisions = above & is_predicted[None, :, None]
     f1 = _f1_array(*_confusion_counts(decisions, table.labels[None, :, :]))
     best = int(np.argmax(f1))  # first maximum == smallest threshold, candidates are sorted
     return ThresholdSweep(
@@ -537,6 +602,7 @@ def sweep_threshold(
         best_threshold=float(candidates[best]),
         best_f1=float(f1[best]),
         best_scores=_scores_from_decisions(table, decisions[best]),
+        comparison=comparison,
     )
 
 
@@ -633,6 +699,98 @@ def read_gap_gold(path: str | os.PathLike) -> list[GapGold]:
 # --------------------------------------------------------------------------- #
 # PeTra unique-people counting
 # --------------------------------------------------------------------------- #
+
+# Columns of the authors' counting annotations (``data/num_people.tsv`` in the PeTra repository): 100 GAP
+# validation documents, the GAP id, the text, the number of unique people and an optional free-text comment.
+_PEOPLE_COUNT_COLUMNS = ("ID", "Text", "Count", "Additional comments")
+_REQUIRED_PEOPLE_COUNT_COLUMNS = ("ID", "Count")
+
+
+@dataclass(frozen=True)
+class PeopleCount:
+    """One annotated document of the unique-people counting task.
+
+    Attributes:
+        example_id: GAP id of the document (e.g. ``"validation-1"``).
+        text: The document text (the GAP ``Text`` column); empty when the file has no ``Text`` column.
+        count: Annotated number of unique people mentioned.
+        comment: The annotator's comment, often empty.
+    """
+
+    example_id: str
+    text: str
+    count: int
+    comment: str = ""
+
+
+def read_people_counts(path: str | os.PathLike) -> list[PeopleCount]:
+    """Reads the unique-people counting annotations of PeTra (paper section 3.4).
+
+    The authors publish them as ``data/num_people.tsv`` in their repository (github.com/shtoshni92/petra): a
+    tab-separated file with the header ``ID, Text, Count, Additional comments`` and one row per annotated GAP
+    validation document (100 rows). Only ``ID`` and ``Count`` are required. Run the model on each ``text`` (or
+    on the GAP validation row with the same id), then give the ``overwrite_probs`` of every document and the
+    ``count`` values to :func:`select_counting_threshold`.
+
+    Args:
+        path: The TSV file.
+
+    Returns:
+        One :class:`PeopleCount` per data row, in file order.
+
+    Raises:
+        ValueError: Naming the file and line of a missing column, a count that is not a non-negative integer, a
+            duplicate id, or an empty file.
+
+    Example:
+        >>> documents = read_people_counts("num_people.tsv")  # doctest: +SKIP
+        >>> len(documents), documents[0].example_id, documents[0].count  # doctest: +SKIP
+        (100, 'validation-1', 3)
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8-sig") as handle:
+        lines = [line.rstrip("\r\n") for line in handle]
+    if not lines or not lines[0].strip():
+        raise ValueError(f"{path}: file is empty; expected a header {list(_PEOPLE_COUNT_COLUMNS)}.")
+    header = [column.strip() for column in lines[0].split("\t")]
+    missing = [column for column in _REQUIRED_PEOPLE_COUNT_COLUMNS if column not in header]
+    if missing:
+        raise ValueError(
+            f"{path}:1: header is missing column(s) {missing}; expected the tab-separated header "
+            f"{list(_PEOPLE_COUNT_COLUMNS)}."
+        )
+    columns = {column: header.index(column) for column in _PEOPLE_COUNT_COLUMNS if column in header}
+
+    documents: list[PeopleCount] = []
+    line_of_id: dict[str, int] = {}
+    for line_number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        location = f"{path}:{line_number}"
+        fields = line.split("\t")
+        needed = max(columns[column] for column in _REQUIRED_PEOPLE_COUNT_COLUMNS)
+        if len(fields) <= needed:
+            raise ValueError(f"{location}: expected at least {needed + 1} tab-separated fields, found {len(fields)}.")
+
+        def field_of(column: str) -> str:
+            index = columns.get(column)
+            return fields[index] if index is not None and index < len(fields) else ""
+
+        example_id, raw_count = field_of("ID").strip(), field_of("Count").strip()
+        if not raw_count.isdigit():
+            raise ValueError(f"{location}: Count must be a non-negative integer, got {raw_count!r}.")
+        if example_id in line_of_id:
+            raise ValueError(
+                f"{location}: duplicate id {example_id!r} (first seen on line {line_of_id[example_id]})."
+            )
+        line_of_id[example_id] = line_number
+        documents.append(
+            PeopleCount(example_id, field_of("Text"), int(raw_count), field_of("Additional comments").strip())
+        )
+    if not documents:
+        raise ValueError(f"{path}: no data rows after the header.")
+    return documents
+
 
 
 def _selected_overwrite_probabilities(

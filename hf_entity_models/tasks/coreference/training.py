@@ -10,6 +10,11 @@ Each model trains with its own authors' optimisation recipe (`GAP_TRAINING_RECIP
 
 Both: early stopping on validation F1 (patience 15 epochs), the best epoch by validation F1, the Gumbel temperature
 halved every 10 epochs, and the decision threshold chosen on validation.
+
+Two choices where PeTra's paper, its authors' code and this package differ are arguments (defaults unchanged,
+ablation pending): `threshold_grid` (`"package"`: 0.00..0.99 with `>=`; `"paper"`: 0.01..1.00 with `>`;
+`"authors_code"`: 0.00..0.99 with `>`, see `THRESHOLD_GRIDS`) and `gumbel_epoch_offset` (0: the temperature is
+first halved at epoch 11 counting from 1; 1: at epoch 10, as PeTra's authors' code does).
 """
 
 import copy
@@ -29,6 +34,7 @@ from .collator import CoreferenceCollator
 from .features import cache_encoder_features, uses_frozen_encoder
 from .gap import gap_gold, prepare_gap_dataset
 from .metrics import GapGold, GapScores, ThresholdSweep, sweep_threshold
+from .metrics import threshold_grid as named_threshold_grid
 
 logger = logging.get_logger(__name__)
 
@@ -57,6 +63,8 @@ class GapMetrics:
     """`compute_metrics` for GAP: sweeps the threshold 0.00..0.99 and reports the best F1 with its gender split.
 
     Reporting the best-threshold F1 on validation is the paper's model-selection criterion (section 3.6).
+    `threshold_grid` names another grid of `THRESHOLD_GRIDS` (e.g. `"paper"`: 0.01..1.00 with `>`); the reported
+    `threshold` is then the equivalent threshold for the `>=` rule (`ThresholdSweep.decision_threshold`).
 
     Example:
 
@@ -67,7 +75,13 @@ class GapMetrics:
     ```
     """
 
-    def __init__(self, gold: Sequence[GapGold], link_pair_counts: Sequence[int] | None = None):
+    def __init__(
+        self,
+        gold: Sequence[GapGold],
+        link_pair_counts: Sequence[int] | None = None,
+        threshold_grid: str = "package",
+    ):
+        self.thresholds, self.comparison = named_threshold_grid(threshold_grid)
         if not gold:
             raise ValueError("GapMetrics needs the gold rows of the evaluation set, in dataset order; got none.")
         if link_pair_counts is not None and len(link_pair_counts) != len(gold):
@@ -84,13 +98,13 @@ class GapMetrics:
                 f"rows, got {scores.shape}; evaluate on the dataset the gold rows came from."
             )
         probabilities = {gold.example_id: (scores[i, 0], scores[i, 1]) for i, gold in enumerate(self.gold)}
-        return sweep_threshold(self.gold, probabilities)
+        return sweep_threshold(self.gold, probabilities, self.thresholds, self.comparison)
 
     def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
         self.check_order(prediction.label_ids)
         sweep = self.sweep(keep_candidate_scores(prediction.predictions, None))
         metrics = sweep.best_scores.as_dict()
-        metrics["threshold"] = sweep.best_threshold
+        metrics["threshold"] = sweep.decision_threshold
         return metrics
 
 
@@ -212,6 +226,8 @@ def build_gap_trainer(
     pad_token_id: int = 0,
     early_stopping_patience: int | None = 15,
     extra_callbacks: Sequence = (),
+    threshold_grid: str = "package",
+    gumbel_epoch_offset: int = 0,
 ) -> Trainer:
     """A stock `Trainer` wired for GAP: collator, GAP metrics, Gumbel schedule and early stopping.
 
@@ -223,9 +239,12 @@ def build_gap_trainer(
         eval_gold: Gold rows of `eval_dataset`, in the same order (`gap_gold`).
         pad_token_id: Padding id of the tokenizer.
         early_stopping_patience: Evaluations without improvement before stopping (None disables it).
+        threshold_grid: Validation threshold grid of the GAP metrics (`THRESHOLD_GRIDS`; default `"package"`).
+        gumbel_epoch_offset: `GumbelTemperatureCallback(epoch_offset=...)`: 0 (default) halves the temperature
+            first at epoch 11 counting from 1, 1 at epoch 10 (PeTra's authors' code).
     """
     _check_processes_connected(args)
-    callbacks = [GumbelTemperatureCallback(), *extra_callbacks]
+    callbacks = [GumbelTemperatureCallback(epoch_offset=gumbel_epoch_offset), *extra_callbacks]
     if early_stopping_patience is not None and eval_dataset is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early_stopping_patience))
     return Trainer(
@@ -234,7 +253,11 @@ def build_gap_trainer(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         data_collator=CoreferenceCollator(pad_token_id=pad_token_id),
-        compute_metrics=GapMetrics(eval_gold, _link_pair_counts(eval_dataset)) if eval_dataset is not None else None,
+        compute_metrics=(
+            GapMetrics(eval_gold, _link_pair_counts(eval_dataset), threshold_grid=threshold_grid)
+            if eval_dataset is not None
+            else None
+        ),
         preprocess_logits_for_metrics=keep_candidate_scores,
         callbacks=callbacks,
     )
@@ -263,7 +286,7 @@ def _record_gap_scores(
                 split,
                 metric,
                 float(value),
-                threshold=float(sweep.best_threshold),
+                threshold=float(sweep.decision_threshold),
                 dataset_name=dataset_name,
             )
 
@@ -297,17 +320,19 @@ def tune_threshold(
     eval_gold: Sequence[GapGold],
     dataset: str = "gap",
     dataset_name: str | None = "GAP",
+    threshold_grid: str = "package",
 ) -> ThresholdSweep:
     """Choose the decision threshold on validation (0.00..0.99) and store it in `model.config.coref_threshold`.
 
     The scores at that threshold are recorded in `config.evaluation_results` under `dataset` (the model card
-    reports them).
+    reports them). `threshold_grid` names another grid of `THRESHOLD_GRIDS`; with a strict (`>`) grid the stored
+    threshold is `sweep.decision_threshold`, the equivalent threshold for the `>=` rule of the pipeline.
     """
     prediction = trainer.predict(eval_dataset)
-    metrics = GapMetrics(eval_gold, _link_pair_counts(eval_dataset))
+    metrics = GapMetrics(eval_gold, _link_pair_counts(eval_dataset), threshold_grid=threshold_grid)
     metrics.check_order(prediction.label_ids)
     sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
-    trainer.model.config.coref_threshold = float(sweep.best_threshold)
+    trainer.model.config.coref_threshold = float(sweep.decision_threshold)
     _record_gap_scores(trainer.model.config, sweep, dataset, dataset_name)
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
@@ -339,6 +364,8 @@ def train_on_gap(
     dataset: str = "gap",
     dataset_name: str | None = "GAP",
     recipe: str | None = None,
+    threshold_grid: str = "package",
+    gumbel_epoch_offset: int = 0,
     **training_overrides,
 ) -> GapTrainingResult:
     """Train a coreference memory model on GAP with the stock Trainer and pick its threshold on validation.
@@ -356,6 +383,10 @@ def train_on_gap(
         early_stopping_patience: Epochs without validation improvement before stopping.
         dataset / dataset_name: Id and display name the validation scores are recorded under (model card).
         recipe: Optimisation recipe (`GAP_TRAINING_RECIPES`); None takes the model's own (`gap_training_recipe`).
+        threshold_grid: Validation threshold grid (`THRESHOLD_GRIDS`): `"package"` (default, 0.00..0.99 with
+            `>=`), `"paper"` (0.01..1.00 with `>`) or `"authors_code"` (0.00..0.99 with `>`).
+        gumbel_epoch_offset: 0 (default) halves the Gumbel temperature first at epoch 11 counting from 1; 1 at
+            epoch 10, as PeTra's authors' code does.
         **training_overrides: Any `TrainingArguments` field, e.g. `num_train_epochs=20`; wins over the recipe.
 
     Example:
@@ -392,7 +423,9 @@ def train_on_gap(
         pad_token_id=tokenizer.pad_token_id or 0,
         early_stopping_patience=early_stopping_patience,
         extra_callbacks=[timer],
+        threshold_grid=threshold_grid,
+        gumbel_epoch_offset=gumbel_epoch_offset,
     )
     trainer.train()
-    sweep = tune_threshold(trainer, validation_inputs, gold, dataset, dataset_name)
+    sweep = tune_threshold(trainer, validation_inputs, gold, dataset, dataset_name, threshold_grid=threshold_grid)
     return GapTrainingResult(trainer=trainer, threshold_sweep=sweep, epoch_seconds=timer.epoch_seconds)
