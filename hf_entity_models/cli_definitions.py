@@ -11,7 +11,6 @@ from typing import Any
 
 DEFAULT_READER_STEPS = 1000
 DEFAULT_ALPHA = 5.0
-TEXT_SUFFIXES = (".txt",)
 
 
 def add_definitions_parser(commands: argparse._SubParsersAction, threads_option, overwrite_option) -> None:
