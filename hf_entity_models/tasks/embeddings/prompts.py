@@ -32,6 +32,8 @@ from typing import Any, Literal
 import torch
 from transformers.utils import logging
 
+from ...models.definition_emb.modeling_definition_emb import IGNORE_INDEX  # the label the loss ignores
+
 logger = logging.get_logger(__name__)
 
 __all__ = [
@@ -53,8 +55,6 @@ __all__ = [
     "word_forms",
 ]
 
-# The label the loss ignores (positions that are not corrupted word-slot tokens).
-IGNORE_INDEX = -100
 # The word slots of the prompt, in prompt order; they are also the keys of `word_forms`.
 WORD_FORM_KEYS = ("word", "bpe_form", "capitalized", "uppercase")
 NUM_WORD_SLOTS = len(WORD_FORM_KEYS)
