@@ -12,6 +12,7 @@ from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
 from hf_entity_models.models._shared.encoders import build_encoder_config
 from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
 from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
 # Choices where the paper and the authors' code differ (issue 13). The first value of each is the default; the
@@ -108,6 +109,16 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             convention). `"pytorch_default"`: PyTorch's default `nn.Linear` initialisation (weights and biases
             uniform in +-1/sqrt(fan_in)), which the authors' code used. Weights loaded from a checkpoint are never
             re-initialised, whichever the choice.
+        memory_implementation (`str`, *optional*, defaults to `"eager"`):
+            How the per-token memory recurrence runs; both compute the same function (outputs and gradients agree
+            to float rounding). `"eager"`: a Python loop over tokens, documents leaving the batch after their last
+            token (the reference; no compilation). `"compiled"`: the batch keeps one shape for every token, and
+            chunks of `memory_chunk_size` steps are compiled by `torch.compile` into one graph each (replayed with
+            CUDA graphs on a GPU), which removes most kernel launches. The first batch of each shape pays the
+            compilation (tens of seconds); it needs a C++ compiler on CPU and Triton on GPU.
+        memory_chunk_size (`int`, *optional*, defaults to 16):
+            Tokens per compiled chunk with `memory_implementation="compiled"`. Longer chunks fuse more steps but
+            compile longer; the last chunk of a document is padded with no-op steps.
         evaluation_results (`list[dict]`, *optional*):
             Measured results of this checkpoint, reported in the model card that `save_pretrained` and
             `push_to_hub` write. Each entry is a dict with `task` (e.g. `"coreference"`), `dataset` (e.g. `"gap"`),
@@ -163,6 +174,8 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     overwrite_tie_seed: int = 0
     entity_loss_reduction: str = "per_document"
     linear_init: str = "normal"
+    memory_implementation: str = "eager"
+    memory_chunk_size: int = 16
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
@@ -213,9 +226,11 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             ("overwrite_tie_breaking", OVERWRITE_TIE_BREAKING),
             ("entity_loss_reduction", ENTITY_LOSS_REDUCTIONS),
             ("linear_init", LINEAR_INITS),
+            ("memory_implementation", MEMORY_IMPLEMENTATIONS),
         ):
             value = getattr(self, name)
             _require(value in choices, f"{name} must be one of {choices}, got {value!r}.")
+        _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         self._check_encoder_fields()
         self.validate_evaluation_results()
 

@@ -36,6 +36,7 @@ from hf_entity_models.models._shared.coreference_links import (
 )
 from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
 from .card_petra import PETRA_MODEL_CARD
 from .configuration_petra import PetraConfig
@@ -394,24 +395,17 @@ class PetraModel(PetraPreTrainedModel):
         the number of real tokens rather than batch size x longest document. Padding positions of the returned
         logs are zeros.
         """
+        if self.config.memory_implementation == "compiled":
+            return self._run_memory_in_chunks(hidden_states, entity_probs, lengths)
         batch_size, padded_length, hidden = hidden_states.shape
         order = torch.argsort(lengths, descending=True, stable=True)
         active_per_step = active_documents_per_step(lengths[order].tolist())
         hidden_states, entity_probs = hidden_states[order], entity_probs[order]
         memory, usage = self._initial_memory(batch_size, hidden_states)
 
-        # The first layers of MLP2 and MLP3 are linear in [h; m; h*m; u] and [h; m]: project the token part of all
-        # tokens in one matmul, and the memory parts of both MLPs together at every step.
-        sim_weight = self.similarity_mlp.input_layer.weight
-        update_weight = self.coref_update_mlp.input_layer.weight
-        token_projection_sim = F.linear(hidden_states, sim_weight[:, :hidden], self.similarity_mlp.input_layer.bias)
-        token_projection_update = F.linear(
-            hidden_states, update_weight[:, :hidden], self.coref_update_mlp.input_layer.bias
-        )
-        memory_weight = torch.cat([sim_weight[:, hidden : 2 * hidden], update_weight[:, hidden:]], dim=0)
-        product_weight = sim_weight[:, 2 * hidden : 3 * hidden]
-        usage_weight = sim_weight[:, 3 * hidden]
-        mlp_size = sim_weight.shape[0]
+        token_projection_sim, token_projection_update = self._token_projections(hidden_states)
+        memory_weight, product_weight, usage_weight = self._memory_projection_weights()
+        mlp_size = product_weight.shape[0]
 
         tie_noise = self._tie_breaking_noise(batch_size, padded_length, hidden_states)
         tie_noise_steps = tie_noise[order].unbind(1) if tie_noise is not None else [None] * padded_length
@@ -459,6 +453,92 @@ class PetraModel(PetraPreTrainedModel):
         ]
         return logs[0], logs[1], logs[2], final_memory[unsort]
 
+    def _token_projections(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token parts of the first layers of MLP2 and MLP3, for all tokens in one matmul each.
+
+        Those layers are linear in `[h; m; h*m; u]` and `[h; m]`: the token part is computed once here, and the
+        memory parts of both MLPs together at every step (`_memory_projection_weights`).
+        """
+        hidden = self.config.hidden_size
+        sim_layer, update_layer = self.similarity_mlp.input_layer, self.coref_update_mlp.input_layer
+        token_projection_sim = F.linear(hidden_states, sim_layer.weight[:, :hidden], sim_layer.bias)
+        token_projection_update = F.linear(hidden_states, update_layer.weight[:, :hidden], update_layer.bias)
+        return token_projection_sim, token_projection_update
+
+    def _memory_projection_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Weights of the memory parts of MLP2 and MLP3 (stacked), of the `h * m` part and of the usage input."""
+        hidden = self.config.hidden_size
+        sim_weight = self.similarity_mlp.input_layer.weight
+        update_weight = self.coref_update_mlp.input_layer.weight
+        memory_weight = torch.cat([sim_weight[:, hidden : 2 * hidden], update_weight[:, hidden:]], dim=0)
+        return memory_weight, sim_weight[:, 2 * hidden : 3 * hidden], sim_weight[:, 3 * hidden]
+
+    def _run_memory_in_chunks(
+        self, hidden_states: torch.Tensor, entity_probs: torch.Tensor, lengths: torch.LongTensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`memory_implementation="compiled"`: the same recurrence as `_run_memory`, in compiled fixed-shape chunks.
+
+        Every document stays in the batch for every step (its steps after its last token are no-ops), so each
+        chunk of `memory_chunk_size` steps has one shape and compiles into one graph (see `_shared/recurrence.py`).
+        Gumbel noise (training) and tie-breaking noise (evaluation) are drawn for all tokens before the scan.
+        """
+        batch_size, padded_length, _ = hidden_states.shape
+        cells = self.config.num_memory_cells
+        if self.training:
+            noise = gumbel_noise((batch_size, padded_length, cells), hidden_states)
+        else:
+            noise = self._tie_breaking_noise(batch_size, padded_length, hidden_states)
+            if noise is None:
+                noise = hidden_states.new_zeros(batch_size, padded_length, cells)
+        token_projection_sim, token_projection_update = self._token_projections(hidden_states)
+        alive = alive_steps(lengths, padded_length)
+        step_inputs = (
+            hidden_states, token_projection_sim, token_projection_update, entity_probs, alive.to(hidden_states.dtype),
+            noise,
+        )  # fmt: skip
+        state = self._initial_memory(batch_size, hidden_states)
+        (memory, _), log = run_in_chunks(_petra_memory_chunk, self, state, step_inputs, self.config.memory_chunk_size)
+        overwrite_probs, coref_probs, usage = log.split(cells, dim=-1)
+        return overwrite_probs, coref_probs, usage, memory
+
+    def _fixed_shape_step(
+        self,
+        memory: torch.Tensor,
+        usage: torch.Tensor,
+        step_inputs: tuple[torch.Tensor, ...],
+        weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One token of every document of the batch, finished or not (Eqs. 2-8): `(memory, usage, log)`.
+
+        `log` is `[overwrite; coref; usage]` `(B, 3N)`. A finished document (`alive` 0) has entity probability 0,
+        hence no overwrite and no coreference; its memory and usage are carried over unchanged and its log is 0.
+        """
+        token, token_sim, token_update, entity_prob, alive, noise = step_inputs
+        memory_weight, product_weight, usage_weight = weights
+        mlp_size = product_weight.shape[0]
+        token = token.unsqueeze(1)
+        memory_projection = F.linear(memory, memory_weight)
+        similarity = self.similarity_mlp.from_input_projection(
+            token_sim.unsqueeze(1)
+            + memory_projection[..., :mlp_size]
+            + F.linear(token * memory, product_weight)
+            + usage.unsqueeze(-1) * usage_weight
+        ).squeeze(-1)  # Eq. 2, (B, N)
+        unused = usage == 0
+        coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob)
+        if self.training:
+            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, gumbel=noise)
+        else:
+            tie_noise = noise if self.config.overwrite_tie_breaking == "random" else None
+            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, tie_noise)
+        update = self.coref_update_mlp.from_input_projection(
+            token_update.unsqueeze(1) + memory_projection[..., mlp_size:]
+        )
+        memory = self._update_memory(memory, token, update, overwrite, coref)
+        alive = alive.unsqueeze(-1)
+        usage = alive * torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0) + (1 - alive) * usage
+        return memory, usage, torch.cat([overwrite, coref, alive * usage], dim=-1)
+
     @staticmethod
     def _coref_and_new_entity(
         similarity: torch.Tensor, unused: torch.Tensor, entity_prob: torch.Tensor
@@ -488,18 +568,22 @@ class PetraModel(PetraPreTrainedModel):
         usage: torch.Tensor,
         unused: torch.Tensor,
         tie_noise: torch.Tensor | None = None,
+        gumbel: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Eqs. 5-6: which cell a new entity goes to: least used, unused cells first, ties broken by similarity.
 
         The preference of a cell is `(1 - u) + 1e5 [u = 0] softmax(sim)` (authors' code). Training: a soft
         Gumbel-softmax sample over its log. Evaluation: a one-hot on the most preferred cell; among cells whose
         preferences are exactly equal, the first one (`overwrite_tie_breaking="first"`, an argmax over the clamped
-        log preference) or the one with the highest `tie_noise` (`"random"`).
+        log preference) or the one with the highest `tie_noise` (`"random"`). `gumbel`: Gumbel noise drawn in
+        advance (the compiled path), used instead of `F.gumbel_softmax`'s own draw.
         """
         preference = (1 - usage) + UNUSED_CELL_OVERWRITE_BONUS * unused * torch.softmax(similarity, dim=-1)
         logits = torch.log(preference.clamp_min(LOG_EPSILON))
         if self.training:
-            return F.gumbel_softmax(logits, tau=self.gumbel_temperature, hard=False, dim=-1)
+            if gumbel is None:
+                return F.gumbel_softmax(logits, tau=self.gumbel_temperature, hard=False, dim=-1)
+            return torch.softmax((logits + gumbel) / self.gumbel_temperature, dim=-1)  # noise drawn before the scan
         if tie_noise is None:
             choice = logits.argmax(dim=-1)
         else:
@@ -702,6 +786,21 @@ class PetraForCoreference(PetraPreTrainedModel):
             return sums.sum() / counts.sum()
         per_document = sums / counts.clamp_min(1)
         return per_document[has_tokens].mean()
+
+
+def _petra_memory_chunk(
+    model: PetraModel, state: tuple[torch.Tensor, torch.Tensor], chunk_inputs: tuple[torch.Tensor, ...]
+) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Every step of one time chunk (the function `torch.compile` traces into one graph, its loop unrolled)."""
+    memory, usage = state
+    weights = model._memory_projection_weights()
+    logs = []
+    for step in range(chunk_inputs[0].shape[1]):
+        memory, usage, log = model._fixed_shape_step(
+            memory, usage, tuple(tensor[:, step] for tensor in chunk_inputs), weights
+        )
+        logs.append(log)
+    return (memory, usage), torch.stack(logs, dim=1)
 
 
 def pair_coref_loss(log_prob: torch.Tensor, targets: torch.Tensor, kind: str = "cross_entropy") -> torch.Tensor:

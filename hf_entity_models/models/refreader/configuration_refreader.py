@@ -14,6 +14,7 @@ from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
 from hf_entity_models.models._shared.encoders import build_encoder_config
 from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
 from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
 INCREMENTAL_KEY_SIZE = 16
@@ -98,6 +99,15 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
             authors' reader has a separate output projection.
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of linear layers and embeddings.
+        memory_implementation (`str`, *optional*, defaults to `"eager"`):
+            How the per-token recurrence runs; both compute the same function (outputs and gradients agree to float
+            rounding). `"eager"`: a Python loop over tokens, documents leaving the batch after their last token (the
+            reference; no compilation). `"compiled"`: the batch keeps one shape for every token, and chunks of
+            `memory_chunk_size` steps are compiled by `torch.compile` into one graph each (replayed with CUDA graphs
+            on a GPU), which removes most kernel launches. The first batch of each shape pays the compilation (tens
+            of seconds); it needs a C++ compiler on CPU and Triton on GPU.
+        memory_chunk_size (`int`, *optional*, defaults to 16):
+            Tokens per compiled chunk with `memory_implementation="compiled"`.
         evaluation_results (`list[dict]`, *optional*):
             Measured results reported in the model card; add them with `record_evaluation`.
 
@@ -143,6 +153,8 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
     eos_token_id: int | None = None
     tie_word_embeddings: bool = False
     initializer_range: float = 0.02
+    memory_implementation: str = "eager"
+    memory_chunk_size: int = 16
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
@@ -223,6 +235,11 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
             "lm_loss_weight > 0 needs the incremental mode (encoder_config=None): with encoder features the reader "
             "sees future tokens, so next-word prediction is meaningless.",
         )
+        _require(
+            self.memory_implementation in MEMORY_IMPLEMENTATIONS,
+            f"memory_implementation must be one of {MEMORY_IMPLEMENTATIONS}, got {self.memory_implementation!r}.",
+        )
+        _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         if self.uses_encoder:
             self._check_encoder_fields()
         self.validate_evaluation_results()

@@ -35,6 +35,7 @@ from hf_entity_models.models._shared.coreference_links import (
 )
 from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
 from .card_refreader import REFREADER_MODEL_CARD
 from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
@@ -458,12 +459,11 @@ class RefReaderModel(RefReaderPreTrainedModel):
             [self.config.hidden_size, 3 * self.config.hidden_size], dim=-1
         )
         # Everything computed from h~_t, in one matmul per step: gates, query and key hidden layers, value candidate.
-        readers = (self.entity_gate, self.reference_gate, self.memory_gate, self.query_hidden,
-                   self.key_candidate_hidden, self.value_candidate)  # fmt: skip
-        fused_weight = torch.cat([layer.weight for layer in readers], dim=0)
-        fused_bias = torch.cat([layer.bias for layer in readers], dim=0)
+        fused_weight, fused_bias = self._fused_step_weights()
 
         state = self._initial_state(batch_size, inputs)
+        if self.config.memory_implementation == "compiled":
+            return self._read_in_chunks(state, pre_recurrent_inputs, gru_inputs, token_mask, lengths, order)
         finished: list[tuple[torch.Tensor, torch.Tensor]] = []
         hidden_log, gate_log = [], []
         steps = zip(active_per_step, pre_recurrent_inputs.unbind(1), gru_inputs.unbind(1), token_mask.unbind(1))
@@ -486,6 +486,69 @@ class RefReaderModel(RefReaderPreTrainedModel):
         log = unpack_steps(gate_log, positions, batch_size, padded_length)[unsort]
         return hidden_states, log, keys[unsort], values[unsort]
 
+    def _fused_step_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Everything computed from h~_t, stacked for one matmul per step: gates, query and key hidden layers, value
+        candidate."""
+        readers = (self.entity_gate, self.reference_gate, self.memory_gate, self.query_hidden,
+                   self.key_candidate_hidden, self.value_candidate)  # fmt: skip
+        return torch.cat([layer.weight for layer in readers], dim=0), torch.cat([layer.bias for layer in readers], dim=0)
+
+    def _read_in_chunks(
+        self,
+        state: tuple[torch.Tensor, ...],
+        pre_recurrent_inputs: torch.Tensor,
+        gru_inputs: torch.Tensor,
+        token_mask: torch.Tensor,
+        lengths: torch.LongTensor,
+        order: torch.LongTensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`memory_implementation="compiled"`: the recurrence of `_read`, in compiled fixed-shape chunks.
+
+        The inputs are sorted longest first (as `_read` leaves them). Every document stays in the batch for every
+        step; its steps after its last token are no-ops (state carried over, outputs 0), so each chunk of
+        `memory_chunk_size` steps has one shape and compiles into one graph (see `_shared/recurrence.py`). The
+        Gumbel noise and the dropout masks inside the step are drawn for all tokens before the scan.
+        """
+        batch_size, padded_length, _ = pre_recurrent_inputs.shape
+        hidden_size, key_size, cells = self.config.hidden_size, self.config.key_size, self.config.num_memory_cells
+        reference = pre_recurrent_inputs
+        if self.training:  # drawn in the caller's document order, then sorted like the inputs
+            noise = gumbel_noise((batch_size, padded_length, cells), reference)[order]
+        else:
+            noise = reference.new_zeros(batch_size, padded_length, cells)
+        # Dropout of h~_t, of the key candidate's hidden layer and of its residual branch, as scaled masks.
+        masks = self.dropout(reference.new_ones(batch_size, padded_length, hidden_size + 2 * key_size))[order]
+        alive = alive_steps(lengths[order], padded_length).to(reference.dtype)
+        step_inputs = (pre_recurrent_inputs, gru_inputs, token_mask.to(reference.dtype), alive, noise, masks)
+        (_, keys, values, _), log = run_in_chunks(
+            _refreader_chunk, self, state, step_inputs, self.config.memory_chunk_size
+        )
+        unsort = torch.argsort(order)
+        hidden_states, gate_log = log[unsort].split([hidden_size, log.shape[-1] - hidden_size], dim=-1)
+        return hidden_states, gate_log, keys[unsort], values[unsort]
+
+    def _fixed_shape_step(
+        self,
+        state: tuple[torch.Tensor, ...],
+        step_inputs: tuple[torch.Tensor, ...],
+        fused_weight: torch.Tensor,
+        fused_bias: torch.Tensor,
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """One token of every document, finished or not: `(state, [hidden; gates])`; finished documents keep their
+        state and log zeros."""
+        pre_input, gru_input, is_token, alive, noise, masks = step_inputs
+        hidden_size, key_size = self.config.hidden_size, self.config.key_size
+        dropout_masks = masks.split([hidden_size, key_size, key_size], dim=-1)
+        gumbel = noise if self.training else None
+        new_state, hidden, gates = self._step(
+            state, pre_input, gru_input, is_token, fused_weight, fused_bias, gumbel, dropout_masks
+        )
+        alive = alive.unsqueeze(-1)
+        kept = tuple(
+            torch.where(alive.view(-1, *[1] * (new.dim() - 1)) > 0, new, old) for new, old in zip(new_state, state)
+        )
+        return kept, alive * torch.cat([hidden, gates], dim=-1)
+
     def _initial_state(self, batch_size: int, reference: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cells = self.config.num_memory_cells
         hidden = self.initial_hidden.unsqueeze(0).expand(batch_size, -1)
@@ -502,11 +565,20 @@ class RefReaderModel(RefReaderPreTrainedModel):
         is_token: torch.Tensor,
         fused_weight: torch.Tensor,
         fused_bias: torch.Tensor,
+        gumbel: torch.Tensor | None = None,
+        dropout_masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
-        """One token for every active document: gates, salience, memory read, GRU, memory write."""
+        """One token for every active document: gates, salience, memory read, GRU, memory write.
+
+        `gumbel` and `dropout_masks` (for h~_t, the key network's hidden layer and its residual branch) are drawn
+        in advance by the compiled path; None draws them here, as the eager loop does.
+        """
         hidden, keys, values, salience = state
         key_size, hidden_size = self.config.key_size, self.config.hidden_size
-        pre_recurrent = self.dropout(torch.tanh(torch.addmm(pre_input, hidden, self.recurrent_projection.weight.t())))
+        pre_dropout, key_dropouts = (None, None) if dropout_masks is None else (dropout_masks[0], dropout_masks[1:])
+        pre_recurrent = self._drop(
+            torch.tanh(torch.addmm(pre_input, hidden, self.recurrent_projection.weight.t())), pre_dropout
+        )
         fused = F.linear(pre_recurrent, fused_weight, fused_bias)
         gate_logits, query_hidden, key_hidden, value_logits = fused.split([3, key_size, key_size, hidden_size], -1)
 
@@ -517,7 +589,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
         attention = reference * torch.softmax(scores, dim=-1)
         update = torch.minimum(attention, 2 * salience)
         overwrite_amount = torch.clamp(entity - update.sum(-1, keepdim=True), 0.0, 1.0)
-        overwrite = overwrite_amount * self._least_salient_choice(salience)
+        overwrite = overwrite_amount * self._least_salient_choice(salience, gumbel)
         remember = torch.clamp(1 - update - overwrite, 0.0, 1.0)
 
         # Eqs. 2-3, with the decay mixed by the amount actually written (authors' code).
@@ -531,14 +603,25 @@ class RefReaderModel(RefReaderPreTrainedModel):
         mixed = (1 - memory_gate) * hidden + memory_gate * memory_summary
         hidden = _gru_cell(gru_input, mixed, self.gru)
 
-        keys, values = self._write_memory(keys, values, key_hidden, value_logits, update, overwrite, remember)
+        keys, values = self._write_memory(
+            keys, values, key_hidden, value_logits, update, overwrite, remember, key_dropouts
+        )
         gates = torch.cat([update, overwrite, salience, entity, reference, memory_gate], dim=-1)
         return (hidden, keys, values, salience), hidden, gates
 
-    def _least_salient_choice(self, salience: torch.Tensor) -> torch.Tensor:
-        """Which cell an overwrite goes to: Gumbel-softmax over -s in training, one-hot argmin at evaluation."""
+    def _drop(self, tensor: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Dropout, or a dropout mask drawn in advance (already scaled by 1 / (1 - p))."""
+        return self.dropout(tensor) if mask is None else tensor * mask
+
+    def _least_salient_choice(self, salience: torch.Tensor, gumbel: torch.Tensor | None = None) -> torch.Tensor:
+        """Which cell an overwrite goes to: Gumbel-softmax over -s in training, one-hot argmin at evaluation.
+
+        `gumbel`: noise drawn in advance (the compiled path) instead of `F.gumbel_softmax`'s own draw.
+        """
         if self.training:
-            return F.gumbel_softmax(-salience, tau=self.gumbel_temperature, hard=False, dim=-1)
+            if gumbel is None:
+                return F.gumbel_softmax(-salience, tau=self.gumbel_temperature, hard=False, dim=-1)
+            return torch.softmax((gumbel - salience) / self.gumbel_temperature, dim=-1)
         return F.one_hot(salience.argmin(dim=-1), salience.shape[-1]).to(salience.dtype)
 
     def _write_memory(
@@ -550,10 +633,13 @@ class RefReaderModel(RefReaderPreTrainedModel):
         update: torch.Tensor,
         overwrite: torch.Tensor,
         remember: torch.Tensor,
+        key_dropouts: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Section 2.2, memory state: keep, overwrite with the candidate, or update through the GRUs (all cells)."""
+        hidden_dropout, branch_dropout = (None, None) if key_dropouts is None else key_dropouts
         residual = torch.tanh(key_hidden)
-        key_candidate = residual + self.dropout(torch.tanh(self.key_candidate_output(self.dropout(residual))))
+        branch = torch.tanh(self.key_candidate_output(self._drop(residual, hidden_dropout)))
+        key_candidate = residual + self._drop(branch, branch_dropout)
         value_candidate = torch.tanh(value_logits)
         key_updated = _gru_cell(
             F.linear(key_candidate, self.key_update.weight_ih, self.key_update.bias_ih).unsqueeze(1), keys,
@@ -567,6 +653,20 @@ class RefReaderModel(RefReaderPreTrainedModel):
         keys = update * key_updated + overwrite * key_candidate.unsqueeze(1) + remember * keys
         values = update * value_updated + overwrite * value_candidate.unsqueeze(1) + remember * values
         return keys, values
+
+
+def _refreader_chunk(
+    model: RefReaderModel, state: tuple[torch.Tensor, ...], chunk_inputs: tuple[torch.Tensor, ...]
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """Every step of one time chunk (the function `torch.compile` traces into one graph, its loop unrolled)."""
+    fused_weight, fused_bias = model._fused_step_weights()
+    logs = []
+    for step in range(chunk_inputs[0].shape[1]):
+        state, log = model._fixed_shape_step(
+            state, tuple(tensor[:, step] for tensor in chunk_inputs), fused_weight, fused_bias
+        )
+        logs.append(log)
+    return state, torch.stack(logs, dim=1)
 
 
 def real_tokens_first(attention_mask: torch.Tensor) -> torch.LongTensor | None:
