@@ -41,6 +41,11 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         freeze_encoder (`bool`, *optional*, defaults to `True`):
             Keep the encoder frozen (paper setting). A frozen encoder runs under `torch.no_grad()` and its features
             can be cached and passed as `encoder_features`.
+        trainable_encoder_layers (`int`, *optional*):
+            With `freeze_encoder=False`: how many of the encoder's top transformer layers are fine-tuned (the rest,
+            embeddings included, stay frozen). None (default) fine-tunes the whole encoder. A trained encoder gives
+            different features every step, so they cannot be cached: every epoch runs the encoder forward and
+            backward.
         encoder_window_size (`int`, *optional*):
             Longest window, in tokens, given to the encoder at once. Longer documents are encoded in overlapping
             windows and every token keeps the features of the window where it has most context; the memory always
@@ -152,6 +157,7 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     encoder_config: dict | PreTrainedConfig | None = None
     encoder_layers: list[int] | tuple[int, ...] = (-4, -3, -2, -1)
     freeze_encoder: bool = True
+    trainable_encoder_layers: int | None = None
     encoder_window_size: int | None = None
     encoder_window_overlap: int | None = None
     hidden_size: int = 300
@@ -230,6 +236,18 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         ):
             value = getattr(self, name)
             _require(value in choices, f"{name} must be one of {choices}, got {value!r}.")
+        if self.trainable_encoder_layers is not None:
+            encoder_layers = getattr(self.encoder_config, "num_hidden_layers", None)
+            _require(
+                not self.freeze_encoder,
+                f"trainable_encoder_layers={self.trainable_encoder_layers} needs freeze_encoder=False (a frozen "
+                "encoder trains no layer).",
+            )
+            _require(
+                0 <= self.trainable_encoder_layers <= (encoder_layers or self.trainable_encoder_layers),
+                f"trainable_encoder_layers must be in [0, {encoder_layers}] (the encoder's layers), got "
+                f"{self.trainable_encoder_layers}.",
+            )
         _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         self._check_encoder_fields()
         self.validate_evaluation_results()

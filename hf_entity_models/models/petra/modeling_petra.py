@@ -181,8 +181,8 @@ class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a tuple
         # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
         for module in model.modules():
-            if isinstance(module, PetraModel) and module.config.freeze_encoder:
-                module.encoder.requires_grad_(False)
+            if isinstance(module, PetraModel):
+                module.freeze_encoder_parts()
         return loaded
 
 
@@ -231,9 +231,20 @@ class PetraModel(PetraPreTrainedModel):
             else None
         )
         self.gumbel_temperature = float(config.gumbel_temperature)
-        if config.freeze_encoder:
-            self.encoder.requires_grad_(False)
+        self.freeze_encoder_parts()
         self.post_init()
+
+    def freeze_encoder_parts(self) -> None:
+        """Stop gradients to the encoder (`freeze_encoder`), or to all but its top `trainable_encoder_layers`."""
+        if self.config.freeze_encoder:
+            self.encoder.requires_grad_(False)
+            return
+        if self.config.trainable_encoder_layers is None:
+            return
+        self.encoder.requires_grad_(False)
+        layers = _transformer_layers(self.encoder, self.config.encoder_config.num_hidden_layers)
+        for layer in layers[len(layers) - self.config.trainable_encoder_layers :]:
+            layer.requires_grad_(True)
 
     @property
     def key_size(self) -> int:
@@ -841,6 +852,17 @@ class LinkLogProbability:
         per_cell = gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
         per_cell = per_cell + gather_tokens(self.log_coref, second)
         return torch.logsumexp(per_cell, dim=-1)
+
+
+def _transformer_layers(encoder: nn.Module, num_layers: int) -> nn.ModuleList:
+    """The encoder's stack of transformer layers (BERT's `encoder.layer`): its ModuleList of `num_layers` blocks."""
+    for module in encoder.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
+            return module
+    raise ValueError(
+        f"Cannot find the {num_layers} transformer layers of the {type(encoder).__name__} encoder to fine-tune the "
+        "top ones; set trainable_encoder_layers=None to fine-tune the whole encoder."
+    )
 
 
 def _check_same_shape(tensor: torch.Tensor, reference: torch.Tensor, name: str, reference_name: str) -> None:

@@ -9,6 +9,7 @@ from .gap import (
     build_link_pairs,
     char_span_to_token_span,
     gap_gold,
+    hold_out_gap_rows,
     load_gap,
     prepare_gap_dataset,
 )
@@ -48,6 +49,7 @@ from .training import (
     gap_training_arguments,
     gap_training_recipe,
     keep_candidate_scores,
+    score_gap_at_threshold,
     train_on_gap,
     tune_threshold,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "gap_link_scheme",
     "gap_training_arguments",
     "gap_training_recipe",
+    "hold_out_gap_rows",
     "generate_people_corpus",
     "generate_people_stories",
     "keep_candidate_scores",
@@ -91,6 +94,7 @@ __all__ = [
     "read_gap_gold",
     "read_people_counts",
     "score_gap",
+    "score_gap_at_threshold",
     "score_gap_probabilities",
     "select_counting_threshold",
     "sweep_threshold",

@@ -480,6 +480,36 @@ class GapExampleBuilder:
         }
 
 
+def hold_out_gap_rows(
+    path_or_dataset: str | os.PathLike | datasets.Dataset, num_held_out: int = 400, seed: int = 0
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split GAP rows at random into a training part and a held-out part for model and threshold selection.
+
+    Choosing the best epoch and the decision threshold on GAP validation and then reporting validation F1 scores
+    the selection itself. Holding out part of GAP development for selection leaves validation as a clean test.
+
+    Args:
+        path_or_dataset: A GAP TSV path or Hub id (see `load_gap`), or rows in the `load_gap` layout.
+        num_held_out: Rows in the held-out part (default 400 of development's 2,000).
+        seed: Seed of the random split (the same seed always gives the same parts).
+
+    Returns:
+        `(training_rows, held_out_rows)`, both in the `load_gap` layout.
+
+    Example:
+        >>> train, selection = hold_out_gap_rows("gap-development.tsv", num_held_out=400)  # doctest: +SKIP
+        >>> len(train), len(selection)  # doctest: +SKIP
+        (1600, 400)
+    """
+    rows = path_or_dataset if isinstance(path_or_dataset, datasets.Dataset) else load_gap(path_or_dataset)
+    if not 0 < num_held_out < len(rows):
+        raise ValueError(
+            f"num_held_out must be between 1 and {len(rows) - 1} (the rows minus one), got {num_held_out}."
+        )
+    parts = rows.train_test_split(test_size=num_held_out, shuffle=True, seed=seed)
+    return parts["train"], parts["test"]
+
+
 def prepare_gap_dataset(
     path_or_dataset: str | os.PathLike | datasets.Dataset,
     tokenizer: Any,

@@ -29,11 +29,11 @@ from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, Trainin
 from transformers.utils import logging
 
 from ...models.petra import IGNORE_INDEX
-from ...training import EpochTimerCallback, GumbelTemperatureCallback
+from ...training import EpochTimerCallback, GumbelTemperatureCallback, two_rate_adamw
 from .collator import CoreferenceCollator
 from .features import cache_encoder_features, uses_frozen_encoder
 from .gap import gap_gold, prepare_gap_dataset
-from .metrics import GapGold, GapScores, ThresholdSweep, sweep_threshold
+from .metrics import GapGold, GapScores, ThresholdSweep, score_gap_probabilities, sweep_threshold
 from .metrics import threshold_grid as named_threshold_grid
 
 logger = logging.get_logger(__name__)
@@ -228,6 +228,7 @@ def build_gap_trainer(
     extra_callbacks: Sequence = (),
     threshold_grid: str = "package",
     gumbel_epoch_offset: int = 0,
+    optimizers: tuple = (None, None),
 ) -> Trainer:
     """A stock `Trainer` wired for GAP: collator, GAP metrics, Gumbel schedule and early stopping.
 
@@ -242,6 +243,7 @@ def build_gap_trainer(
         threshold_grid: Validation threshold grid of the GAP metrics (`THRESHOLD_GRIDS`; default `"package"`).
         gumbel_epoch_offset: `GumbelTemperatureCallback(epoch_offset=...)`: 0 (default) halves the temperature
             first at epoch 11 counting from 1, 1 at epoch 10 (PeTra's authors' code).
+        optimizers: `Trainer(optimizers=...)`, e.g. `(two_rate_adamw(...), None)` for a fine-tuned encoder.
     """
     _check_processes_connected(args)
     callbacks = [GumbelTemperatureCallback(epoch_offset=gumbel_epoch_offset), *extra_callbacks]
@@ -260,16 +262,16 @@ def build_gap_trainer(
         ),
         preprocess_logits_for_metrics=keep_candidate_scores,
         callbacks=callbacks,
+        optimizers=optimizers,
     )
 
 
 def _record_gap_scores(
-    config, sweep: ThresholdSweep, dataset: str, dataset_name: str | None, split: str = "validation"
+    config, scores: GapScores, threshold: float, dataset: str, dataset_name: str | None, split: str = "validation"
 ) -> None:
     """Store the scores at the chosen threshold in the config, where the saved model card reads them."""
     if not hasattr(config, "record_evaluation"):  # a config without an evaluation_results field
         return
-    scores = sweep.best_scores
     values = {
         "f1": scores.f1,
         "precision": scores.overall.precision,
@@ -286,9 +288,19 @@ def _record_gap_scores(
                 split,
                 metric,
                 float(value),
-                threshold=float(sweep.decision_threshold),
+                threshold=float(threshold),
                 dataset_name=dataset_name,
             )
+
+
+def _two_rate_optimizer(model, args: TrainingArguments, encoder_learning_rate: float):
+    """AdamW with `encoder_learning_rate` for a fine-tuned encoder and the recipe's rate for the memory model."""
+    if uses_frozen_encoder(model) or not hasattr(model, "get_encoder_features"):
+        raise ValueError(
+            "encoder_learning_rate needs a model that fine-tunes its encoder (PeTra with freeze_encoder=False)."
+        )
+    encoder = model.base_model.encoder
+    return two_rate_adamw(model, encoder, encoder_learning_rate, args.learning_rate, args.weight_decay)
 
 
 def _check_processes_connected(args: TrainingArguments) -> None:
@@ -333,7 +345,7 @@ def tune_threshold(
     metrics.check_order(prediction.label_ids)
     sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
     trainer.model.config.coref_threshold = float(sweep.decision_threshold)
-    _record_gap_scores(trainer.model.config, sweep, dataset, dataset_name)
+    _record_gap_scores(trainer.model.config, sweep.best_scores, sweep.decision_threshold, dataset, dataset_name)
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
 
@@ -346,10 +358,32 @@ class GapTrainingResult:
     threshold_sweep: ThresholdSweep
     epoch_seconds: list[float] = field(default_factory=list)
 
+    report_scores: GapScores | None = None
+
     @property
     def validation_scores(self) -> GapScores:
-        """GAP scores on validation at the selected threshold."""
+        """GAP scores on the selection data (`validation_source`) at the threshold selected on it."""
         return self.threshold_sweep.best_scores
+
+
+def score_gap_at_threshold(
+    trainer: Trainer, eval_dataset, eval_gold: Sequence[GapGold], threshold: float
+) -> GapScores:
+    """GAP scores of the trainer's model on `eval_dataset` with a fixed decision threshold (`>=`).
+
+    The threshold comes from elsewhere (e.g. `tune_threshold` on held-out data), so nothing is selected here.
+    """
+    # The trainer's own compute_metrics belongs to its evaluation set, not to these rows.
+    compute_metrics, trainer.compute_metrics = trainer.compute_metrics, None
+    try:
+        prediction = trainer.predict(eval_dataset)
+    finally:
+        trainer.compute_metrics = compute_metrics
+    metrics = GapMetrics(eval_gold, _link_pair_counts(eval_dataset))
+    metrics.check_order(prediction.label_ids)
+    scores = np.asarray(keep_candidate_scores(prediction.predictions, None), dtype=np.float64)
+    probabilities = {gold.example_id: (scores[i, 0], scores[i, 1]) for i, gold in enumerate(metrics.gold)}
+    return score_gap_probabilities(metrics.gold, probabilities, threshold)
 
 
 def train_on_gap(
@@ -366,6 +400,9 @@ def train_on_gap(
     recipe: str | None = None,
     threshold_grid: str = "package",
     gumbel_epoch_offset: int = 0,
+    report_source=None,
+    report_split: str = "test",
+    encoder_learning_rate: float | None = None,
     **training_overrides,
 ) -> GapTrainingResult:
     """Train a coreference memory model on GAP with the stock Trainer and pick its threshold on validation.
@@ -387,6 +424,12 @@ def train_on_gap(
             `>=`), `"paper"` (0.01..1.00 with `>`) or `"authors_code"` (0.00..0.99 with `>`).
         gumbel_epoch_offset: 0 (default) halves the Gumbel temperature first at epoch 11 counting from 1; 1 at
             epoch 10, as PeTra's authors' code does.
+        report_source: GAP rows used for nothing but the report (e.g. GAP validation, when `validation_source` is
+            a held-out part of development from `hold_out_gap_rows`): scored once, at the threshold chosen on
+            `validation_source`, with the best epoch chosen there; recorded under `report_split`.
+        report_split: Split name the report scores are recorded under in `config.evaluation_results`.
+        encoder_learning_rate: Learning rate of the encoder's trainable parameters when the model fine-tunes its
+            encoder (PeTra with `freeze_encoder=False`); the rest keeps the recipe's rate (`two_rate_adamw`).
         **training_overrides: Any `TrainingArguments` field, e.g. `num_train_epochs=20`; wins over the recipe.
 
     Example:
@@ -413,6 +456,9 @@ def train_on_gap(
             train = cache_encoder_features(model, train, cache_dir=cache_dir)
             validation_inputs = cache_encoder_features(model, validation, cache_dir=cache_dir)
     gold = gap_gold(validation)
+    optimizer = None
+    if encoder_learning_rate is not None:
+        optimizer = _two_rate_optimizer(model, args, encoder_learning_rate)
     timer = EpochTimerCallback()
     trainer = build_gap_trainer(
         model,
@@ -425,7 +471,18 @@ def train_on_gap(
         extra_callbacks=[timer],
         threshold_grid=threshold_grid,
         gumbel_epoch_offset=gumbel_epoch_offset,
+        optimizers=(optimizer, None),
     )
     trainer.train()
     sweep = tune_threshold(trainer, validation_inputs, gold, dataset, dataset_name, threshold_grid=threshold_grid)
-    return GapTrainingResult(trainer=trainer, threshold_sweep=sweep, epoch_seconds=timer.epoch_seconds)
+    report_scores = None
+    if report_source is not None:
+        report = prepare_gap_dataset(report_source, tokenizer, link_scheme=link_scheme)
+        report_inputs = cache_encoder_features(model, report, cache_dir=cache_dir) if uses_frozen_encoder(model) else report
+        report_scores = score_gap_at_threshold(trainer, report_inputs, gap_gold(report), sweep.decision_threshold)
+        _record_gap_scores(
+            model.config, report_scores, sweep.decision_threshold, dataset, dataset_name, split=report_split
+        )
+    return GapTrainingResult(
+        trainer=trainer, threshold_sweep=sweep, epoch_seconds=timer.epoch_seconds, report_scores=report_scores
+    )
