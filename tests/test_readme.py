@@ -42,6 +42,7 @@ def test_readme_user_stories_run(tmp_path, shared_data):
         pushed_lm = hub.files("your-name/gpt2e-litbank")
         pushed_definitions = hub.files("your-name/minilm-mrpc-definitions")
     assert "validation F1" in process.stdout
+    assert "GAP validation F1" in process.stdout and "chosen on held-out development rows" in process.stdout
     assert (workdir / "memory.png").stat().st_size > 1000
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json"} <= set(pushed)
     assert pushed["model.safetensors"] == (workdir / "petra-gap" / "model.safetensors").read_bytes()
