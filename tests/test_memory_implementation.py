@@ -35,7 +35,8 @@ def petra(implementation, **overrides):
 def refreader(implementation, **overrides):
     torch.manual_seed(0)
     values = dict(vocab_size=50, embedding_size=6, hidden_size=8, key_size=4, num_memory_cells=3, pad_token_id=0)
-    values.update(memory_chunk_size=4, initializer_range=0.5, memory_implementation=implementation, **overrides)
+    values.update(memory_chunk_size=4, initializer_range=0.5, memory_implementation=implementation)
+    values.update(overrides)
     return RefReaderForCoreference(RefReaderConfig(**values)).double()
 
 
