@@ -52,7 +52,7 @@ def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
         ("Usage decay", str(config.usage_decay)),
         ("Decision threshold", f"{float(config.coref_threshold):g}"),
         (
-            "Choices (ablation pending)",
+            "Choices where the paper and the authors' code differ",
             f"coref loss `{config.coref_loss}`, MLP3 `{config.coref_update_mlp}`, overwrite ties "
             f"`{config.overwrite_tie_breaking}`, entity loss `{config.entity_loss_reduction}`, init "
             f"`{config.linear_init}`",
