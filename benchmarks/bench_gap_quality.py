@@ -32,8 +32,8 @@ from hf_entity_models.tasks.coreference import (
     cache_encoder_features,
     gap_gold,
     gap_link_scheme,
-    keep_candidate_scores,
     hold_out_gap_rows,
+    keep_candidate_scores,
     load_gap,
     prepare_gap_dataset,
     score_gap_probabilities,
@@ -138,11 +138,13 @@ def run_memory_model(args, seed: int, parts, tokenizer) -> dict:
         "selection_f1_by_epoch": [round(entry["eval_f1"], 4) for entry in history],
         "seconds_per_epoch": statistics.median(result.epoch_seconds) if result.epoch_seconds else None,
         "total_seconds": time.perf_counter() - started,
-        "evaluation_choices": evaluation_choices(args, result, model, tokenizer, parts),
+        "evaluation_choices": evaluation_choices(
+            result, model, tokenizer, parts, args.cache_dir, training.get("threshold_grid", "package")
+        ),
     }
 
 
-def evaluation_choices(args, result, model, tokenizer, parts) -> dict:
+def evaluation_choices(result, model, tokenizer, parts, cache_dir: str, run_grid: str) -> dict:
     """Choices that act only at evaluation, scored on the trained model itself (no retraining, same seed).
 
     Every threshold grid of `THRESHOLD_GRIDS` is selected on the selection part and applied to the report; for
@@ -151,7 +153,7 @@ def evaluation_choices(args, result, model, tokenizer, parts) -> dict:
     selection, report = (prepare_gap_dataset(rows, tokenizer, link_scheme=gap_link_scheme(model)) for rows in parts[1:])
     golds = gap_gold(selection), gap_gold(report)  # before caching drops the row ids
     if uses_frozen_encoder(model):
-        selection, report = (cache_encoder_features(model, rows, cache_dir=args.cache_dir) for rows in (selection, report))
+        selection, report = (cache_encoder_features(model, rows, cache_dir=cache_dir) for rows in (selection, report))
 
     def probabilities() -> list[dict]:
         """Per part, GAP id -> (p(A), p(B)) of the model as it is configured now."""
@@ -169,14 +171,13 @@ def evaluation_choices(args, result, model, tokenizer, parts) -> dict:
             "validation_clean_test": scores_record(scores, sweep.decision_threshold),
         }
 
+    # Predicting again (train_on_gap keeps no probabilities): the trainer's metrics belong to its own eval set.
     compute_metrics, result.trainer.compute_metrics = result.trainer.compute_metrics, None
     trained = probabilities()
     choices = {f"threshold_grid={grid}": select_and_report(trained, grid) for grid in THRESHOLD_GRIDS}
     if isinstance(model, PetraForCoreference):
         trained_rule = model.config.overwrite_tie_breaking
         model.config.overwrite_tie_breaking = "random" if trained_rule == "first" else "first"
-        run_grid = PETRA_AUTHORS_TRAINING["threshold_grid"] if args.authors_choices else "package"
-        run_grid = parse_assignments(args.train).get("threshold_grid", run_grid)
         choices[f"overwrite_tie_breaking={model.config.overwrite_tie_breaking}"] = select_and_report(
             probabilities(), run_grid
         )
