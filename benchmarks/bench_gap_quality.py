@@ -269,6 +269,47 @@ def summarise(runs: list[dict]) -> dict:
     return summary
 
 
+def record_header(args) -> dict:
+    return {
+        "model": args.model,
+        "protocol": (
+            f"train on GAP development minus {args.held_out} rows (split seed {args.split_seed}); best epoch and "
+            "threshold selected on those rows; GAP validation scored once (clean test)"
+        ),
+        "epochs": args.epochs,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+    }
+
+
+def same_setting(run: dict, other: dict) -> bool:
+    """Same config and training overrides, compared as JSON (tuples of a fresh run are lists once saved)."""
+    keys = ("config_overrides", "training_overrides")
+    return all(json.dumps(run.get(key), sort_keys=True) == json.dumps(other.get(key), sort_keys=True) for key in keys)
+
+
+def save_run(path: Path, tag: str, header: dict, run: dict) -> dict:
+    """Write `run` into the results file at once, so an interrupted multi-seed run keeps its finished seeds.
+
+    Earlier seeds of the same tag are kept when they were run under the same protocol, epochs and overrides (a
+    later `--seeds 2` completes a `--seeds 0 1` row); a record from another setting is replaced, with a warning.
+    """
+    results = json.loads(path.read_text()) if path.exists() else {}
+    kept = []
+    previous = results.get(tag)
+    if previous is not None:
+        comparable = all(previous.get(key) == header[key] for key in ("model", "protocol", "epochs"))
+        comparable = comparable and all(same_setting(old, run) for old in previous["runs"])
+        if comparable:
+            kept = [old for old in previous["runs"] if old.get("seed") != run.get("seed")]
+        else:
+            print(f"  replacing the results of {tag!r}: they were run under another setting", flush=True)
+    runs = sorted([*kept, run], key=lambda entry: (entry.get("seed") is None, entry.get("seed")))
+    results[tag] = record = {**header, "runs": runs, "summary": summarise(runs)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    return record
+
+
 def main() -> None:
     args = parse_args()
     if args.threads:
@@ -278,30 +319,15 @@ def main() -> None:
         DATA / "gap-development.tsv", num_held_out=args.held_out, seed=args.split_seed
     )
     parts = (train_rows, selection_rows, load_gap(DATA / "gap-validation.tsv"))
+    path, header = Path(args.results), record_header(args)
     if args.model == "probe":
-        runs = [run_probe(args, parts, tokenizer)]
+        record = save_run(path, args.tag, header, run_probe(args, parts, tokenizer))
     else:
-        runs = []
         for seed in args.seeds:
             print(f"=== {args.tag}, seed {seed}", flush=True)
-            runs.append(run_memory_model(args, seed, parts, tokenizer))
-            print(json.dumps(runs[-1], indent=2), flush=True)
-    record = {
-        "model": args.model,
-        "protocol": (
-            f"train on GAP development minus {args.held_out} rows (split seed {args.split_seed}); best epoch and "
-            "threshold selected on those rows; GAP validation scored once (clean test)"
-        ),
-        "epochs": args.epochs,
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
-        "runs": runs,
-        "summary": summarise(runs),
-    }
-    path = Path(args.results)
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results[args.tag] = record
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+            run = run_memory_model(args, seed, parts, tokenizer)
+            print(json.dumps(run, indent=2), flush=True)
+            record = save_run(path, args.tag, header, run)
     print(json.dumps(record["summary"], indent=2))
 
 

@@ -47,6 +47,9 @@ logger = logging.get_logger(__name__)
 UNUSED_CELL_SCORE = -1e4
 # Bonus that makes unused cells win the overwrite, ranked among themselves by similarity (authors' code).
 UNUSED_CELL_OVERWRITE_BONUS = 1e5
+# Tie-breaking priorities are drawn in blocks of this many tokens, so a token's draw never depends on the
+# padded length of its batch.
+TIE_NOISE_BLOCK_LENGTH = 256
 
 
 @dataclass
@@ -563,15 +566,21 @@ class PetraModel(PetraPreTrainedModel):
     def _tie_breaking_noise(self, batch_size: int, length: int, reference: torch.Tensor) -> torch.Tensor | None:
         """Random priorities `(B, T, N)` for `overwrite_tie_breaking="random"` at evaluation, else None.
 
-        Drawn from a generator seeded with `config.overwrite_tie_seed` at every call, so the same inputs give the
-        same choices, and the global random state is left alone.
+        The priorities depend only on the token position and `config.overwrite_tie_seed`: a generator seeded at
+        every call draws blocks of a fixed shape, and every document of the batch reads the same rows. So a
+        document gets the same choices alone or in any batch, at any padded length, and the global random state
+        is left alone.
         """
         if self.training or self.config.overwrite_tie_breaking != "random":
             return None
         generator = torch.Generator(device=reference.device)
         generator.manual_seed(int(self.config.overwrite_tie_seed))
-        shape = (batch_size, length, self.config.num_memory_cells)
-        return torch.rand(shape, generator=generator, device=reference.device, dtype=reference.dtype)
+        block_shape = (TIE_NOISE_BLOCK_LENGTH, self.config.num_memory_cells)
+        blocks = [
+            torch.rand(block_shape, generator=generator, device=reference.device, dtype=reference.dtype)
+            for _ in range(-(-length // TIE_NOISE_BLOCK_LENGTH))
+        ]
+        return torch.cat(blocks)[:length].expand(batch_size, -1, -1).contiguous()
 
     def _overwrite_choice(
         self,
@@ -598,7 +607,8 @@ class PetraModel(PetraPreTrainedModel):
         if tie_noise is None:
             choice = logits.argmax(dim=-1)
         else:
-            tied = preference == preference.max(dim=-1, keepdim=True).values
+            # The same tied set that "first" picks the lowest index of: equal clamped log preferences.
+            tied = logits == logits.max(dim=-1, keepdim=True).values
             choice = torch.where(tied, tie_noise, torch.full_like(tie_noise, -1.0)).argmax(dim=-1)
         return F.one_hot(choice, logits.shape[-1]).to(logits.dtype)
 
