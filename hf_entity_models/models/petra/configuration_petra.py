@@ -15,8 +15,8 @@ from hf_entity_models.models._shared.portable_code import SelfContainedConfigMix
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
-# Choices where the paper and the authors' code differ (issue 13). The first value of each is the default; the
-# ablation runs that decide the defaults are pending.
+# Choices where the paper and the authors' code differ (issue 13). The first value of each is the default, as
+# decided by the GAP ablations (benchmarks/RESULTS.md, model card).
 COREF_LOSSES = ("cross_entropy", "bce_with_logits_of_log_p")
 COREF_UPDATE_MLPS = ("mlp", "tanh_linear")
 OVERWRITE_TIE_BREAKING = ("random", "first")
@@ -86,14 +86,14 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of linear layers (with `linear_init="normal"`).
         coref_loss (`str`, *optional*, defaults to `"cross_entropy"`):
-            Per-pair loss of section 2.5.1 (ablation pending). `"cross_entropy"`: the binary cross-entropy between
-            the label and the link probability P of Eq. 9, as the paper writes it. `"bce_with_logits_of_log_p"`: what
-            the authors' code computes, `log P` fed to a BCE-with-logits, i.e. the cross-entropy between the label
-            and `sigmoid(log P) = P / (1 + P)`: `-log(P / (1 + P))` for a positive pair, `log(1 + P)` for a negative
-            one. Both are weighted and normalised by the total weight.
+            Per-pair loss of section 2.5.1 (the GAP ablation kept the paper's). `"cross_entropy"`: the binary
+            cross-entropy between the label and the link probability P of Eq. 9, as the paper writes it.
+            `"bce_with_logits_of_log_p"`: what the authors' code computes, `log P` fed to a BCE-with-logits, i.e. the
+            cross-entropy between the label and `sigmoid(log P) = P / (1 + P)`: `-log(P / (1 + P))` for a positive pair,
+            `log(1 + P)` for a negative one. Both are weighted and normalised by the total weight.
         coref_update_mlp (`str`, *optional*, defaults to `"mlp"`):
-            Shape of MLP3, the coreference update of Eq. 7 (ablation pending). `"mlp"`: two ReLU hidden layers of
-            `mlp_hidden_size` and a linear output (the paper does not state the shape). `"tanh_linear"`: the
+            Shape of MLP3, the coreference update of Eq. 7 (the GAP ablation kept `"mlp"`). `"mlp"`: two ReLU hidden
+            layers of `mlp_hidden_size` and a linear output (the paper does not state the shape). `"tanh_linear"`: the
             authors' code, `tanh(Linear([h_t; m_i]))`.
         overwrite_tie_breaking (`str`, *optional*, defaults to `"random"`):
             How the hard overwrite at evaluation (Eq. 5) breaks exact ties among the least used cells. `"random"`:
@@ -105,15 +105,15 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         overwrite_tie_seed (`int`, *optional*, defaults to 0):
             Seed of the tie-breaking generator of `overwrite_tie_breaking="random"`.
         entity_loss_reduction (`str`, *optional*, defaults to `"per_document"`):
-            How the entity-mention loss of section 2.5.2 averages (ablation pending). `"per_document"`: the mean
-            over the unlabelled tokens of each document (the paper's per-instance formula), then the mean over
-            documents. `"per_token"`: the authors' code, one mean over all unlabelled tokens of the batch (longer
-            documents weigh more).
+            How the entity-mention loss of section 2.5.2 averages (the GAP ablation kept `"per_document"`).
+            `"per_document"`: the mean over the unlabelled tokens of each document (the paper's per-instance formula),
+            then the mean over documents. `"per_token"`: the authors' code, one mean over all unlabelled tokens of the
+            batch (longer documents weigh more).
         linear_init (`str`, *optional*, defaults to `"normal"`):
-            Initialisation of PeTra's own linear layers (MLPs) when a model is built from scratch (ablation
-            pending). `"normal"`: normal(0, `initializer_range`) weights and zero biases (the transformers
-            convention). `"pytorch_default"`: PyTorch's default `nn.Linear` initialisation (weights and biases
-            uniform in +-1/sqrt(fan_in)), which the authors' code used. Weights loaded from a checkpoint are never
+            Initialisation of PeTra's own linear layers (MLPs) when a model is built from scratch (the GAP ablation kept
+            `"normal"`). `"normal"`: normal(0, `initializer_range`) weights and zero biases (the transformers
+            convention). `"pytorch_default"`: PyTorch's default `nn.Linear` initialisation (weights and biases uniform
+            in +-1/sqrt(fan_in)), which the authors' code used. Weights loaded from a checkpoint are never
             re-initialised, whichever the choice.
         memory_implementation (`str`, *optional*, defaults to `"eager"`):
             How the per-token memory recurrence runs; both compute the same function (outputs and gradients agree

@@ -11,8 +11,8 @@ Each model trains with its own authors' optimisation recipe (`GAP_TRAINING_RECIP
 Both: early stopping on validation F1 (patience 15 epochs), the best epoch by validation F1, the Gumbel temperature
 halved every 10 epochs, and the decision threshold chosen on validation.
 
-Two choices where PeTra's paper, its authors' code and this package differ are arguments (defaults unchanged,
-ablation pending): `threshold_grid` (`"package"`: 0.00..0.99 with `>=`; `"paper"`: 0.01..1.00 with `>`;
+Two choices where PeTra's paper, its authors' code and this package differ are arguments (the GAP
+ablations kept the defaults): `threshold_grid` (`"package"`: 0.00..0.99 with `>=`; `"paper"`: 0.01..1.00 with `>`;
 `"authors_code"`: 0.00..0.99 with `>`, see `THRESHOLD_GRIDS`) and `gumbel_epoch_offset` (0: the temperature is
 first halved at epoch 11 counting from 1; 1: at epoch 10, as PeTra's authors' code does).
 """
