@@ -18,7 +18,7 @@ class GumbelTemperatureCallback(TrainerCallback):
     The temperature of the 0-based epoch `e` is `initial * 0.5 ** ((e + epoch_offset) // halve_every)`. The default
     `epoch_offset=0` trains epochs 1-10 (counting from 1) at tau = 1 and halves at epoch 11, as the Referential
     Reader's code does (`0.5 ** ((epoch - 1) // 10)`). PeTra's authors halve at the start of epoch 10 counting
-    from 1 (epochs 1-9 at tau = 1): pass `epoch_offset=1` for their schedule (ablation pending).
+    from 1 (epochs 1-9 at tau = 1): pass `epoch_offset=1` for their schedule (the GAP ablation kept 0).
 
     Example:
 
