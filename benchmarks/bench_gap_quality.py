@@ -136,6 +136,11 @@ def run_memory_model(args, seed: int, parts, tokenizer) -> dict:
         "validation_clean_test": scores_record(result.report_scores, sweep.decision_threshold),
         "best_epoch": int(max(history, key=lambda entry: entry["eval_f1"])["epoch"]) if history else None,
         "selection_f1_by_epoch": [round(entry["eval_f1"], 4) for entry in history],
+        # Losses tell an undertrained run (both still falling) from an overfitted one (selection loss rising).
+        "selection_loss_by_epoch": [round(entry["eval_loss"], 4) for entry in history if "eval_loss" in entry],
+        "train_loss_by_epoch": [
+            round(entry["loss"], 4) for entry in result.trainer.state.log_history if "loss" in entry
+        ],
         "seconds_per_epoch": statistics.median(result.epoch_seconds) if result.epoch_seconds else None,
         "total_seconds": time.perf_counter() - started,
         "evaluation_choices": evaluation_choices(
