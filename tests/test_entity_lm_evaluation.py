@@ -238,3 +238,84 @@ def test_generation_reads_the_prompt_entities_only_through_carried_states():
     by_hand = model.generate(input_ids, entity_ids=entity_ids, entity_states=states, **options)
     torch.testing.assert_close(torch.stack(generated.logits), torch.stack(by_hand.logits))
     assert (torch.stack(generated.logits) - torch.stack(plain.logits)).abs().max() > 1e-4
+
+
+def _rows_of_lengths(window_counts: list[int]):
+    import datasets
+
+    rows = [
+        {"input_ids": [1 + document, 2, 3], "entity_ids": [1, 0, 1], "document_id": document, "window_index": window,
+         "num_entities": 1}
+        for document, windows in enumerate(window_counts) for window in range(windows)
+    ]  # fmt: skip
+    return datasets.Dataset.from_list(rows)
+
+
+@pytest.mark.parametrize("num_processes, batch_size", [(2, 1), (2, 3), (3, 2)])
+def test_ordered_windows_give_each_process_whole_documents_through_accelerates_sharding(num_processes, batch_size):
+    """What each process reads from the stock Trainer's sequential dataloader (Accelerate's `BatchSamplerShard`):
+    whole documents, window after window, full batches of distinct documents, the same number of batches each, and
+    only one-token padding windows of fresh documents at window 0 besides."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    from hf_entity_models.tasks.language_modeling.entity_training import order_windows_for_processes
+
+    window_counts = [int(n) for n in torch.randint(1, 6, (9,), generator=torch.Generator().manual_seed(batch_size))]
+    ordered = order_windows_for_processes(_rows_of_lengths(window_counts), batch_size, num_processes)
+    assert len(ordered) % (num_processes * batch_size) == 0
+    sampler = BatchSampler(SequentialSampler(ordered), batch_size, drop_last=False)
+    reader_of, batch_counts = {}, []
+    for rank in range(num_processes):
+        batches = list(BatchSamplerShard(sampler, num_processes=num_processes, process_index=rank))
+        batch_counts.append(len(batches))
+        next_window: dict[int, int] = {}
+        for batch in batches:
+            rows = [ordered[index] for index in batch]
+            assert len(rows) == batch_size and len({row["document_id"] for row in rows}) == batch_size
+            for row in rows:
+                document = row["document_id"]
+                if document >= len(window_counts):  # padding
+                    assert row["window_index"] == 0 and row["input_ids"] == [1 + 0] and row["entity_ids"] == [0]
+                    continue
+                assert reader_of.setdefault(document, rank) == rank, f"document {document} read by two processes"
+                assert row["window_index"] == next_window.get(document, 0)
+                next_window[document] = row["window_index"] + 1
+        for document, windows in next_window.items():
+            assert windows == window_counts[document]
+    assert set(reader_of) == set(range(len(window_counts)))
+    assert len(set(batch_counts)) == 1, batch_counts
+
+
+def test_one_process_order_is_the_stream_order_and_documents_are_shared_by_window_count():
+    from hf_entity_models.tasks.language_modeling import order_windows_for_streams
+    from hf_entity_models.tasks.language_modeling.entity_training import order_windows_for_processes
+    from hf_entity_models.tasks.language_modeling.entity_evaluation import assign_documents_to_processes
+
+    rows = _rows_of_lengths([3, 1, 2, 2])
+    assert order_windows_for_processes(rows, 2, 1)["window_index"] == order_windows_for_streams(rows, 2)["window_index"]
+    assert assign_documents_to_processes({0: 3, 1: 1, 2: 2, 3: 2}, 2) == [[0, 1], [2, 3]]
+    assert assign_documents_to_processes({0: 1}, 2) == [[0], []]
+    with pytest.raises(ValueError, match="cannot be shared by 3 processes"):
+        order_windows_for_processes(rows.filter(lambda row: row["document_id"] < 2), 1, 3)
+    with pytest.raises(ValueError, match="num_processes"):
+        order_windows_for_processes(rows, 1, 0)
+
+
+def test_trainer_evaluate_is_the_document_level_perplexity(tmp_path):
+    """`trainer.evaluate()` reads whole documents like `evaluate_entity_lm` (token-weighted, batching-independent)."""
+    import datasets
+
+    from hf_entity_models.tasks.language_modeling import evaluate_entity_lm
+
+    model = _gpt2e()
+    tokenizer = type("Tokenizer", (), {"pad_token_id": 0, "eos_token_id": 0})()
+    evaluation = datasets.Dataset.from_list(_windows())
+    args = entity_lm_training_arguments(str(tmp_path), batch_size=2, use_cpu=True, disable_tqdm=True)
+    metrics = build_entity_lm_trainer(model, tokenizer, _trainer_rows(), args, evaluation).evaluate()
+    expected = evaluate_entity_lm(model, evaluation, batch_size=3, progress=False)
+    nll, tokens = _reference_nll(model, _windows())
+    assert metrics["eval_loss"] == pytest.approx(nll / tokens, rel=1e-6)
+    for key in ("perplexity", "perplexity_without_entities"):
+        assert metrics[f"eval_{key}"] == pytest.approx(expected[key], rel=1e-6)
+    assert not args.dataloader_pin_memory or torch.cuda.is_available()

@@ -29,7 +29,7 @@ from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, Trainin
 from transformers.utils import logging
 
 from ...models.petra import IGNORE_INDEX
-from ...training import EpochTimerCallback, GumbelTemperatureCallback, two_rate_adamw
+from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_processes_connected, two_rate_adamw
 from .collator import CoreferenceCollator
 from .features import cache_encoder_features, uses_frozen_encoder
 from .gap import gap_gold, prepare_gap_dataset
@@ -209,6 +209,8 @@ def gap_training_arguments(output_dir: str, recipe: str = DEFAULT_GAP_RECIPE, **
         report_to="none",
         # On a machine without GPUs, use_cpu lets `accelerate launch --multi_gpu` processes join one gloo group.
         use_cpu=not torch.cuda.is_available(),
+        # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
+        dataloader_pin_memory=torch.cuda.is_available(),
         # Every trainable parameter takes part in every step (the encoder is frozen): skip DDP's extra search.
         ddp_find_unused_parameters=False,
         dataloader_num_workers=0,
@@ -245,7 +247,7 @@ def build_gap_trainer(
             first at epoch 11 counting from 1, 1 at epoch 10 (PeTra's authors' code).
         optimizers: `Trainer(optimizers=...)`, e.g. `(two_rate_adamw(...), None)` for a fine-tuned encoder.
     """
-    _check_processes_connected(args)
+    check_processes_connected(args)
     callbacks = [GumbelTemperatureCallback(epoch_offset=gumbel_epoch_offset), *extra_callbacks]
     if early_stopping_patience is not None and eval_dataset is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=early_stopping_patience))
@@ -301,17 +303,6 @@ def _two_rate_optimizer(model, args: TrainingArguments, encoder_learning_rate: f
         )
     encoder = model.base_model.encoder
     return two_rate_adamw(model, encoder, encoder_learning_rate, args.learning_rate, args.weight_decay)
-
-
-def _check_processes_connected(args: TrainingArguments) -> None:
-    """Refuse N launched processes that would each train alone (accelerate --multi_gpu on a CPU-only machine)."""
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
-    if launched > 1 and args.world_size == 1:
-        raise ValueError(
-            f"{launched} processes were launched but the Trainer sees one: each would train alone and write the "
-            "same output_dir. On a machine without GPUs pass use_cpu=True (or set ACCELERATE_USE_CPU=true) so the "
-            "processes join one gloo group."
-        )
 
 
 def _link_pair_counts(dataset) -> list[int] | None:
@@ -410,6 +401,12 @@ def train_on_gap(
     With a frozen encoder the encoder features of both splits are computed once (and cached on disk under
     `cache_dir`), so no epoch runs the encoder. The chosen threshold is stored in `model.config.coref_threshold`.
 
+    Under ``accelerate launch`` every process calls it: the Trainer trains data-parallel and saves its checkpoints
+    from the main process only, the main process writes the feature cache first (the others then read it), and the
+    predictions of the threshold sweep and the report are gathered from all processes, so every process chooses the
+    same threshold and returns the same scores. Save the final model on the main process only
+    (`result.trainer.save_model(...)` does that by itself).
+
     Args:
         model: e.g. `PetraForCoreference.from_encoder(...)`.
         tokenizer: The encoder's fast tokenizer.
@@ -478,7 +475,10 @@ def train_on_gap(
     report_scores = None
     if report_source is not None:
         report = prepare_gap_dataset(report_source, tokenizer, link_scheme=link_scheme)
-        report_inputs = cache_encoder_features(model, report, cache_dir=cache_dir) if uses_frozen_encoder(model) else report
+        report_inputs = report
+        if uses_frozen_encoder(model):
+            with args.main_process_first(desc="encoder features"):
+                report_inputs = cache_encoder_features(model, report, cache_dir=cache_dir)
         report_scores = score_gap_at_threshold(trainer, report_inputs, gap_gold(report), sweep.decision_threshold)
         _record_gap_scores(
             model.config, report_scores, sweep.decision_threshold, dataset, dataset_name, split=report_split

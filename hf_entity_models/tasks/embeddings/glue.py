@@ -51,6 +51,8 @@ from transformers import (
 )
 from transformers.utils import logging
 
+from ...training.distributed import check_processes_connected
+
 logger = logging.get_logger(__name__)
 
 __all__ = [
@@ -505,6 +507,12 @@ def glue_training_arguments(
         report_to=[],
         seed=seed,
         use_cpu=not torch.cuda.is_available(),
+        # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # A sequence classifier's loss is its batch mean: it ignores the token count the Trainer passes, yet with
+        # this True the Trainer multiplies the loss by the number of processes (two processes: doubled losses and
+        # gradients). False keeps data-parallel losses and gradients those of one process.
+        average_tokens_across_devices=False,
     )
     values.update(overrides)
     return TrainingArguments(**values)
@@ -569,10 +577,15 @@ def build_glue_trainer(
     (with ``input_ids``) are used as they are. `eval_dataset` may be a dict of named sets: the Trainer then reports
     each with the prefix ``eval_<name>_``. `callbacks` go to the Trainer (e.g. `transformers.EarlyStoppingCallback`).
 
+    Data parallel (``accelerate launch``): every process builds and trains the same trainer; the stock Trainer
+    shards the pairs and gathers the evaluation predictions, so every process reports the same metrics.
+
     Raises:
-        ValueError: If the model's number of labels cannot hold the dataset's labels, or evaluation is scheduled
-            (``args.eval_strategy``) without an evaluation set.
+        ValueError: If the model's number of labels cannot hold the dataset's labels, evaluation is scheduled
+            (``args.eval_strategy``) without an evaluation set, or N launched processes are not connected
+            (`check_processes_connected`).
     """
+    check_processes_connected(args)
     train_features = _as_features(train_dataset, tokenizer, max_length)
     eval_features: datasets.Dataset | dict[str, datasets.Dataset] | None
     if eval_dataset is None:

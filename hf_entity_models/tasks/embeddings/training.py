@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 import transformers
 from transformers import TrainingArguments
 from transformers.utils import logging
 
+from ...training.distributed import check_processes_connected
 from .collator import READER_TYPES, DefinitionCollator
 
 logger = logging.get_logger(__name__)
@@ -48,7 +50,9 @@ def definition_training_arguments(output_dir: str, **overrides: Any) -> Training
 
     Defaults: Adam (``adamw_torch``, weight decay 0), learning rate 1e-4, ``lr_scheduler_type="inverse_sqrt"``,
     ``warmup_steps=0.06`` (a fraction of the run), ``remove_unused_columns=False`` (the collator reads
-    ``corruption_spans``), ``label_names=["labels"]``, ``prediction_loss_only=True``, ``report_to=[]``.
+    ``corruption_spans``), ``label_names=["labels"]``, ``prediction_loss_only=True``, ``report_to=[]``; and, from
+    the machine, ``use_cpu`` when no GPU is visible (so that ``accelerate launch`` processes join one gloo group)
+    and ``dataloader_pin_memory`` only with a GPU.
     Batch size, steps and epochs are left to the caller (the paper: 4,096 tokens per batch, roughly 90 prompts).
 
     Example:
@@ -56,7 +60,13 @@ def definition_training_arguments(output_dir: str, **overrides: Any) -> Training
         >>> args.learning_rate, args.lr_scheduler_type.value, args.remove_unused_columns
         (0.0001, 'inverse_sqrt', False)
     """
-    settings = {**DEFINITION_TRAINING_DEFAULTS, **overrides}
+    machine = {
+        # Without it, `accelerate launch --multi_gpu` on a machine without GPUs starts unconnected single-process runs.
+        "use_cpu": not torch.cuda.is_available(),
+        # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
+        "dataloader_pin_memory": torch.cuda.is_available(),
+    }
+    settings = {**DEFINITION_TRAINING_DEFAULTS, **machine, **overrides}
     return TrainingArguments(output_dir=output_dir, **settings)
 
 
@@ -83,11 +93,14 @@ def build_definition_trainer(
         eval_dataset: Optional validation rows (loss only; encoder-only corruption is drawn afresh each time).
         args: Training arguments; default `definition_training_arguments("definition_emb_output")`. They must keep
             ``remove_unused_columns=False``.
-        seed: Seed of the collator's corruption generator.
+        seed: Seed of the collator's corruption generator. Data parallel (``accelerate launch``), process ``r``
+            corrupts its training batches from ``seed + r * PROCESS_SEED_STRIDE``: with one seed for all, every
+            process would draw the same corruption for its own batches. Evaluation uses one seed everywhere.
 
     Raises:
         ValueError: If the model has no known reader type, the tokenizer has more tokens than the reader's
-            vocabulary, or ``args.remove_unused_columns`` is True.
+            vocabulary, ``args.remove_unused_columns`` is True, or N launched processes are not connected
+            (`check_processes_connected`).
 
     Example:
         >>> trainer = build_definition_trainer(model, tokenizer, train_prompts)  # doctest: +SKIP
@@ -108,6 +121,7 @@ def build_definition_trainer(
         )
     if args is None:
         args = definition_training_arguments("definition_emb_output")
+    check_processes_connected(args)
     if args.remove_unused_columns:
         raise ValueError(
             "args.remove_unused_columns is True, so the Trainer would drop corruption_spans before the collator "
@@ -122,7 +136,7 @@ def build_definition_trainer(
     return DefinitionTrainer(
         model=model,
         args=args,
-        data_collator=collator(seed),
+        data_collator=collator(seed + args.process_index * PROCESS_SEED_STRIDE),
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
@@ -132,6 +146,8 @@ def build_definition_trainer(
 
 # Evaluation corruption comes from its own seed, apart from the training stream.
 EVAL_SEED_OFFSET = 1_000_003
+# Apart from the evaluation seed, so that no process's training stream is another's evaluation stream.
+PROCESS_SEED_STRIDE = 7_919
 
 
 class DefinitionTrainer(transformers.Trainer):

@@ -37,6 +37,8 @@ from .entity_evaluation import (
     PRONOUNS,
     LambadaScores,
     MentionSimilarities,
+    assign_documents_to_processes,
+    entity_nll,
     entity_perplexity,
     lambada_scores,
     mention_similarities,
@@ -45,9 +47,11 @@ from .entity_evaluation import (
 from .entity_generation import generate_with_entities
 from .entity_training import (
     EntityLMCollatorFor,
+    EntityLMTrainer,
     build_entity_lm_trainer,
     entity_lm_training_arguments,
     evaluate_entity_lm,
+    order_windows_for_processes,
 )
 from .metrics import perplexity_from_loss
 from .refreader_pretraining import build_refreader_lm_trainer, refreader_lm_training_arguments
@@ -58,6 +62,7 @@ __all__ = [
     "DEFAULT_LITBANK_DIR",
     "DEFAULT_SQUAD_FILES",
     "EntityLMCollatorFor",
+    "EntityLMTrainer",
     "EntityLanguageModelingCollator",
     "IGNORE_INDEX",
     "LambadaScores",
@@ -66,6 +71,7 @@ __all__ = [
     "MentionSimilarities",
     "PRONOUNS",
     "SplitStatistics",
+    "assign_documents_to_processes",
     "build_entity_lm_trainer",
     "build_lm_corpus",
     "build_refreader_lm_trainer",
@@ -77,6 +83,7 @@ __all__ = [
     "entity_lm_document_names",
     "entity_lm_training_arguments",
     "entity_lm_windows",
+    "entity_nll",
     "entity_perplexity",
     "evaluate_entity_lm",
     "generate_with_entities",
@@ -86,6 +93,7 @@ __all__ = [
     "load_litbank_entity_lm",
     "load_lm_corpus_from_shared_data",
     "mention_similarities",
+    "order_windows_for_processes",
     "order_windows_for_streams",
     "perplexity_from_loss",
     "read_conll_coreference",

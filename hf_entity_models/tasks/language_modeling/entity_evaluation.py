@@ -21,10 +21,14 @@ from tqdm.auto import tqdm
 
 from hf_entity_models.models.gpt2e import DocumentEntityStore
 
+from ...training.distributed import all_reduce_sums, process_rank_and_count
+
 __all__ = [
     "LambadaScores",
     "MentionSimilarities",
     "PRONOUNS",
+    "assign_documents_to_processes",
+    "entity_nll",
     "entity_perplexity",
     "lambada_scores",
     "mention_similarities",
@@ -50,13 +54,88 @@ def reads_entities(model: torch.nn.Module) -> bool:
     return "entity_ids" in parameters and "entity_states" in parameters
 
 
+def assign_documents_to_processes(window_counts: Mapping[int, int], num_processes: int) -> list[list[int]]:
+    """Split whole documents between the processes of a data-parallel run, balancing their windows.
+
+    A document's entity states live in the store of the process that reads it, so a document is never split: each
+    goes, longest first (ties: lower document id), to the process with the fewest windows so far (ties: lower rank).
+    The result depends on the counts only, so every process computes the same split without communicating.
+
+    Args:
+        window_counts: document id -> number of windows.
+        num_processes: The world size, at least 1.
+
+    Returns:
+        One sorted list of document ids per rank (a list may be empty when there are fewer documents than processes).
+
+    Example:
+        >>> assign_documents_to_processes({0: 3, 1: 1, 2: 2, 3: 2}, 2)
+        [[0, 1], [2, 3]]
+    """
+    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive int, got {num_processes!r}.")
+    shares: list[list[int]] = [[] for _ in range(num_processes)]
+    totals = [0] * num_processes
+    for document in sorted(window_counts, key=lambda document: (-window_counts[document], document)):
+        rank = min(range(num_processes), key=lambda index: (totals[index], index))
+        shares[rank].append(document)
+        totals[rank] += window_counts[document]
+    return [sorted(share) for share in shares]
+
+
 @torch.no_grad()
+def entity_nll(
+    model: torch.nn.Module,
+    windows: Sequence[Mapping[str, Any]],
+    batch_size: int = 8,
+    use_entities: bool = True,
+    progress: bool = True,
+    distributed: bool = False,
+) -> tuple[float, int]:
+    """Summed negative log-likelihood and number of predicted tokens of a causal LM over whole documents.
+
+    What `entity_perplexity` is computed from (``exp(nll / tokens)``); see it for the arguments. With
+    ``distributed=True`` in a data-parallel run, each process reads the documents `assign_documents_to_processes`
+    gives it and the sums are added up over the processes, so every process returns the totals over all documents.
+
+    Raises:
+        ValueError: If there are no windows, a document's windows are incomplete, or no window has a token to predict.
+    """
+    rank, world_size = process_rank_and_count()
+    shard = distributed and world_size > 1
+    by_document = _windows_by_document(windows)
+    if not by_document:
+        raise ValueError("No windows to evaluate.")
+    if shard:
+        counts = {document: len(rows) for document, rows in by_document.items()}
+        mine = assign_documents_to_processes(counts, world_size)[rank]
+        by_document = {document: by_document[document] for document in mine}
+        progress = progress and rank == 0
+    total_loss, total_tokens = 0.0, 0
+    for batch, states in _document_batches(model, by_document, batch_size, use_entities, progress, "perplexity"):
+        outputs = _forward(model, batch, states)
+        logits = outputs.logits[:, :-1].float()
+        targets = batch["input_ids"][:, 1:]
+        mask = batch["attention_mask"][:, 1:].bool()
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        total_loss += float(losses[mask].double().sum())
+        total_tokens += int(mask.sum())
+        states.update(outputs)
+    if shard:
+        total_loss, total_tokens = all_reduce_sums([total_loss, total_tokens], _device(model))
+        total_tokens = int(total_tokens)
+    if total_tokens == 0:
+        raise ValueError("The windows have no token to predict (every window is a single token).")
+    return total_loss, total_tokens
+
+
 def entity_perplexity(
     model: torch.nn.Module,
     windows: Sequence[Mapping[str, Any]],
     batch_size: int = 8,
     use_entities: bool = True,
     progress: bool = True,
+    distributed: bool = False,
 ) -> float:
     """Perplexity of a causal LM over the windows of whole documents, each document read window after window.
 
@@ -65,30 +144,27 @@ def entity_perplexity(
     LM reads the tokens only. Every token but the first of each window is predicted; the perplexity is
     exp(total negative log-likelihood / number of predicted tokens).
 
+    In a data-parallel run (``accelerate launch``) the processes can share the work: with ``distributed=True``
+    EVERY process must call it; each reads its share of the documents (`assign_documents_to_processes`) and the
+    sums are added up, so every process returns the perplexity over all documents, the number one process computes
+    alone (up to float rounding). With ``distributed=False`` (the default) this process reads every document, so it
+    may be called on one process only (e.g. the main process, after training).
+
     Args:
         model: A causal LM (`GPT2EForCausalLM`, `GPT2LMHeadModel`, ...).
         windows: Rows with `input_ids`, `entity_ids`, `document_id` and `window_index` (a `datasets.Dataset` or a
             list of dicts); every window of every document, in any order.
         batch_size: Documents read side by side.
         use_entities: Give GPT2E the entity ids (True) or zeros (False).
-        progress: Show a progress bar.
+        progress: Show a progress bar (on the main process only).
+        distributed: Share the documents between the processes of a data-parallel run (every process must call);
+            without a process group of several processes, True reads every document here too.
 
     Example:
         >>> entity_perplexity(model, dataset["validation"], use_entities=False)  # doctest: +SKIP
         41.7
     """
-    total_loss, total_tokens = 0.0, 0
-    for batch, states in _document_batches(model, windows, batch_size, use_entities, progress, "perplexity"):
-        outputs = _forward(model, batch, states)
-        logits = outputs.logits[:, :-1].float()
-        targets = batch["input_ids"][:, 1:]
-        mask = batch["attention_mask"][:, 1:].bool()
-        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-        total_loss += float(losses[mask].sum())
-        total_tokens += int(mask.sum())
-        states.update(outputs)
-    if total_tokens == 0:
-        raise ValueError("The windows have no token to predict (every window is a single token).")
+    total_loss, total_tokens = entity_nll(model, windows, batch_size, use_entities, progress, distributed)
     return math.exp(total_loss / total_tokens)
 
 
@@ -197,9 +273,12 @@ def mention_similarities(
         use_entities: Give GPT2E the entity ids (True) or zeros (False); the mentions always come from the ids.
         progress: Show a progress bar.
     """
+    by_document = _windows_by_document(windows)
+    if not by_document:
+        raise ValueError("No windows to analyse.")
     mentions: dict[tuple[int, int], list[tuple[str, torch.Tensor]]] = defaultdict(list)
     entity_cosines: dict[str, list[float]] = defaultdict(list)
-    for batch, states in _document_batches(model, windows, batch_size, use_entities, progress, "mentions"):
+    for batch, states in _document_batches(model, by_document, batch_size, use_entities, progress, "mentions"):
         outputs = _forward(model, batch, states, output_hidden_states=True)
         hidden = outputs.hidden_states[-1].float()
         for row, document in enumerate(batch["document_ids"].tolist()):
@@ -267,18 +346,16 @@ class _DocumentStates:
 
 def _document_batches(
     model: torch.nn.Module,
-    windows: Sequence[Mapping[str, Any]],
+    by_document: Mapping[int, list[Mapping[str, Any]]],
     batch_size: int,
     use_entities: bool,
     progress: bool,
     description: str,
 ) -> Iterator[tuple[dict[str, torch.Tensor], _DocumentStates]]:
-    """Batches of windows: `batch_size` documents side by side, window 0 of each, then window 1, ..."""
+    """Batches of windows: `batch_size` documents side by side, window 0 of each, then window 1, ... (no batch at
+    all for no documents: a process of a data-parallel run may be given none)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    by_document = _windows_by_document(windows)
-    if not by_document:
-        raise ValueError("No windows to evaluate.")
     window_limit = _context_window(model)
     for document, rows in by_document.items():
         longest = max(len(row["input_ids"]) for row in rows)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 
-from ...training import GumbelTemperatureCallback
+from ...training import GumbelTemperatureCallback, check_processes_connected
 from .collator import lm_data_collator
 
 __all__ = [
@@ -86,7 +86,11 @@ def refreader_lm_training_arguments(
         seed=seed,
         data_seed=seed,
         use_cpu=not torch.cuda.is_available(),
+        # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
+        dataloader_pin_memory=torch.cuda.is_available(),
         dataloader_num_workers=0,
+        # Every weight of the reader takes part in every step: spare DDP the search for unused parameters.
+        ddp_find_unused_parameters=False,
     )
     if eval_steps is not None:
         options.update(eval_steps=eval_steps, save_steps=eval_steps, logging_steps=eval_steps)
@@ -114,6 +118,14 @@ def build_refreader_lm_trainer(
         early_stopping_patience: Evaluations without a lower validation loss before stopping (None disables it).
         extra_callbacks: More Trainer callbacks.
 
+    Data parallel (``accelerate launch``): every process builds and trains the same trainer; the stock Trainer
+    shards the blocks, gathers the validation loss (every process sees the same number, so early stopping and the
+    best checkpoint agree) and saves checkpoints from the main process only.
+
+    Raises:
+        ValueError: Without `eval_dataset`, with arguments that do not select the lowest validation loss, or when N
+            launched processes are not connected (`check_processes_connected`).
+
     Example:
 
     ```python
@@ -122,6 +134,7 @@ def build_refreader_lm_trainer(
 
     ```
     """
+    check_processes_connected(args)
     if eval_dataset is None:
         raise ValueError(
             "LM pre-training selects its checkpoint and stops on validation perplexity: pass eval_dataset "

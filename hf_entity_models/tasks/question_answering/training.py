@@ -1,6 +1,11 @@
 """SQuAD with the stock Trainer: training arguments, the Trainer with ForceReader's two-rate optimizer, evaluation
 (windowed features -> logits -> answers -> official EM/F1, with the SQuAD 2.0 no-answer threshold), and one call
 that does it all. Works for ForceReader and for any `AutoModelForQuestionAnswering` (BERT and the like).
+
+Data parallel (``accelerate launch --multi_gpu --num_processes N``): the Trainer shards the training features; the
+evaluation shares the validation features between the processes and gathers their logits, so every process computes
+the same answers, scores and no-answer threshold (nothing here writes files: save on the main process only, e.g.
+with `trainer.save_model`, which does so by itself).
 """
 
 import dataclasses
@@ -15,6 +20,13 @@ from tqdm.auto import tqdm
 from transformers import Trainer, TrainingArguments, default_data_collator
 from transformers.utils import logging
 
+from ...training.distributed import (
+    check_processes_connected,
+    gather_rows,
+    is_main_process,
+    process_rank_and_count,
+    process_shard,
+)
 from ...training.optimizers import two_rate_adamw
 from .data import squad_version
 from .features import squad_features
@@ -95,7 +107,10 @@ def squad_training_arguments(
         save_strategy="no",
         logging_steps=50,
         report_to="none",
+        # Without it, `accelerate launch --multi_gpu` on a machine without GPUs starts unconnected single-process runs.
         use_cpu=not torch.cuda.is_available(),
+        # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
+        dataloader_pin_memory=torch.cuda.is_available(),
     )
     values.update(overrides)
     return TrainingArguments(**values)
@@ -119,7 +134,12 @@ def build_squad_trainer(
 ) -> Trainer:
     """The stock Trainer on SQuAD training features, with ForceReader's optimizer (section 4.3): AdamW at
     `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters; the
-    Trainer adds the warm-up and linear decay of `args`."""
+    Trainer adds the warm-up and linear decay of `args`.
+
+    Raises:
+        ValueError: If N processes were launched but `args` do not connect them (see `check_processes_connected`).
+    """
+    check_processes_connected(args)
     optimizer = two_rate_adamw(model, pretrained_part(model), pretrained_lr, new_lr, weight_decay)
     return Trainer(
         model=model,
@@ -132,19 +152,51 @@ def build_squad_trainer(
 
 
 @torch.no_grad()
-def squad_logits(model: nn.Module, features: datasets.Dataset, batch_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
-    """Start and end logits of every validation feature (in feature order), computed on the model's device."""
+def squad_logits(
+    model: nn.Module,
+    features: datasets.Dataset,
+    batch_size: int = 32,
+    *,
+    distributed: bool = False,
+    progress: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start and end logits of every validation feature (in feature order), computed on the model's device.
+
+    Args:
+        model: A question-answering model.
+        features: Validation features (`squad_features(..., training=False)`, fixed-size).
+        batch_size: Features per forward pass.
+        distributed: Share the features between the processes of a data-parallel run (``accelerate launch``):
+            EVERY process must then call this; each computes a contiguous block and all get all logits. False (the
+            default) computes every feature in this process, so it may be called on one process only.
+        progress: Show a progress bar (on the main process only).
+    """
     model.eval()
+    shard = distributed and process_rank_and_count()[1] > 1
     inputs = features.select_columns([name for name in _MODEL_INPUTS if name in features.column_names])
+    if shard:
+        inputs = inputs.select(process_shard(len(inputs)))
     inputs = inputs.with_format("torch")
     device = next(model.parameters()).device
     starts, ends = [], []
-    for start in tqdm(range(0, len(inputs), batch_size), desc="Answering", unit="batch"):
+    batches = range(0, len(inputs), batch_size)
+    for start in tqdm(batches, desc="Answering", unit="batch", disable=not progress or not is_main_process()):
         batch = {name: tensor.to(device) for name, tensor in inputs[start : start + batch_size].items()}
         output = model(**batch)
-        starts.append(output.start_logits.float().cpu())
-        ends.append(output.end_logits.float().cpu())
-    return torch.cat(starts), torch.cat(ends)
+        starts.append(output.start_logits.float())
+        ends.append(output.end_logits.float())
+    # Features are padded to one length; a process given no feature still contributes a (0, length) block.
+    width = len(features[0]["input_ids"]) if len(features) else 0
+    start_logits, end_logits = _joined(starts, width, device), _joined(ends, width, device)
+    if shard:
+        # Rank-order concatenation of the contiguous blocks restores feature order.
+        start_logits, end_logits = gather_rows(start_logits, device), gather_rows(end_logits, device)
+    return start_logits.cpu(), end_logits.cpu()
+
+
+def _joined(parts: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    """The logits of one process; an empty (0, width) block for a process that got no feature."""
+    return torch.cat(parts) if parts else torch.zeros((0, width), device=device)
 
 
 def answer_squad(
@@ -157,11 +209,27 @@ def answer_squad(
     batch_size: int = 32,
     n_best_size: int = 20,
     max_answer_length: int = 30,
+    distributed: bool = False,
 ) -> SquadPredictions:
     """The best span of every question of `examples` (the `load_squad` layout) and its null odds, before any
-    no-answer decision (see `score_answers`)."""
+    no-answer decision (see `score_answers`). `distributed`: see `squad_logits`."""
     features = squad_features(examples, tokenizer, max_length, doc_stride, training=False)
-    start_logits, end_logits = squad_logits(model, features, batch_size)
+    return _answers_from_features(
+        model, examples, features, batch_size, n_best_size, max_answer_length, distributed=distributed
+    )
+
+
+def _answers_from_features(
+    model: nn.Module,
+    examples: datasets.Dataset,
+    features: datasets.Dataset,
+    batch_size: int,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    *,
+    distributed: bool = False,
+) -> SquadPredictions:
+    start_logits, end_logits = squad_logits(model, features, batch_size, distributed=distributed)
     return postprocess_predictions(
         examples, features, start_logits, end_logits, n_best_size=n_best_size, max_answer_length=max_answer_length
     )
@@ -221,6 +289,9 @@ def evaluate_squad(
     scores also hold the official best thresholds (`best_f1_thresh`): choose one on data you do not report, store it
     in the config, and evaluate elsewhere.
 
+    With ``distributed=True`` (through `answer_options`) in a data-parallel run, every process must call it: the
+    processes share the features and all return the same evaluation (`squad_logits`).
+
     Example:
 
     ```python
@@ -257,6 +328,12 @@ def train_on_squad(
     as such, or evaluate again on questions of other articles. The scores are recorded in `config.evaluation_results`
     (and the model card) when the config records results.
 
+    Under ``accelerate launch`` every process calls it: the Trainer trains data-parallel, the main process builds
+    the feature caches first (the others then read them), and the validation features are shared between the
+    processes, whose logits are gathered, so every process returns the same evaluation and stores the same
+    threshold. Nothing is saved here: save the model on the main process (`result.trainer.save_model(...)` does
+    that by itself).
+
     Example:
 
     ```python
@@ -272,15 +349,18 @@ def train_on_squad(
             f"train_examples are SQuAD {squad_version(train_examples)} but validation_examples are SQuAD {version}: "
             "train and validate on the same version."
         )
-    train_features = squad_features(train_examples, tokenizer, max_length, doc_stride, training=True)
     args = squad_training_arguments(output_dir, **training_arguments)
+    # The main process writes the `datasets` caches of the features first; the others then load them.
+    with args.main_process_first(desc="SQuAD features"):
+        train_features = squad_features(train_examples, tokenizer, max_length, doc_stride, training=True)
+        validation_features = squad_features(validation_examples, tokenizer, max_length, doc_stride, training=False)
     trainer = build_squad_trainer(
         model, tokenizer, train_features, args, pretrained_lr=pretrained_lr, new_lr=new_lr, weight_decay=weight_decay
     )
     trainer.train()
     trained = trainer.model
-    answers = answer_squad(
-        trained, tokenizer, validation_examples, max_length=max_length, doc_stride=doc_stride, batch_size=eval_batch_size
+    answers = _answers_from_features(
+        trained, validation_examples, validation_features, eval_batch_size, distributed=args.world_size > 1
     )
     threshold = 0.0
     if version == "2.0":
