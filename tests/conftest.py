@@ -4,8 +4,14 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-import torch
+# Under pytest-xdist each worker is one process on a small machine: one thread each (and in the processes the tests
+# start) keeps the workers from fighting over the cores; OpenMP threads that spin on an oversubscribed core make a
+# run several times slower, not just twice. Set before torch is imported, so that it applies to its thread pool.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 from transformers import BertConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,8 +54,6 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-# Under pytest-xdist every worker is one process on a small machine: one torch thread each keeps the workers from
-# fighting over the cores (tests that start subprocesses set their own thread counts).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
