@@ -195,6 +195,55 @@ def test_load_definitions_errors(tmp_path):
         load_definitions(tmp_path / "d.xml")
 
 
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("empty.tsv", b""),
+        ("header.tsv", b"word\tpart_of_speech\tdefinition\n"),
+        ("empty.csv", b""),
+        ("header.csv", b"word,part_of_speech,definition\r\n"),
+        ("empty.json", b"[]"),
+        ("blank.jsonl", b"\n\n"),
+    ],
+)
+def test_a_definitions_file_without_rows_is_refused_naming_it(tmp_path, name, content):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=rf"{tmp_path / name} holds no definitions \(it is empty, or has a header "
+                                         r"only\); give one row per word"):
+        load_definitions(tmp_path / name)
+    with pytest.raises(ValueError, match="the given Dataset holds no definitions"):
+        load_definitions(datasets.Dataset.from_dict({"word": [], "part_of_speech": [], "definition": []}))
+
+
+def test_empty_or_header_only_wordnet_glosses_are_refused(tmp_path):
+    path = tmp_path / "glosses.tsv"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"The WordNet glosses file {path} is empty"):
+        read_wordnet_glosses(path)
+    path.write_bytes(b"lemma\tpos\toffset\tdefinition\texamples\n")
+    for reader in (read_wordnet_glosses, load_definitions):
+        with pytest.raises(ValueError, match=rf"The WordNet glosses file {path} has no gloss to keep: it has a header "
+                                             "only"):
+            reader(path)
+    path.write_bytes(b"lemma\tpos\toffset\tdefinition\texamples\nice cream\tn\t1\ta frozen dessert\t\n")
+    with pytest.raises(ValueError, match=r"all its 1 lemmas have several words; pass single_words_only=False"):
+        read_wordnet_glosses(path)
+    assert len(read_wordnet_glosses(path, single_words_only=False)) == 1
+
+
+@pytest.mark.parametrize("name", ["d.csv", "d.tsv", "d.json", "d.jsonl", "glosses.tsv"])
+def test_a_definitions_file_that_is_not_utf8_is_refused_naming_it(tmp_path, name):
+    """Latin-1 or binary files raised a bare UnicodeDecodeError that named no file."""
+    header = b"lemma\tpos\toffset\tdefinition\texamples\n" if name == "glosses.tsv" else b"word,x\n"
+    (tmp_path / name).write_bytes(header + b"caf\xe9\n")
+    with pytest.raises(ValueError, match=rf"The definitions file {tmp_path / name} is not UTF-8 text: byte 0xe9 at "
+                                         r"line 2, column 4"):
+        load_definitions(tmp_path / name)
+    if name == "glosses.tsv":
+        with pytest.raises(ValueError, match=r"The WordNet glosses file .* is not UTF-8 text"):
+            read_wordnet_glosses(tmp_path / name)
+
+
 # ------------------------------------------------------------------------------------------------ prompt dataset
 @pytest.mark.parametrize("tokenizer_name", ["roberta", "wordpiece"])
 def test_prompt_dataset_over_real_glosses(gloss_sample, tokenizer_name):

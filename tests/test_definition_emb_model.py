@@ -327,8 +327,16 @@ def test_from_pretrained_model_refuses_what_does_not_fit(tmp_path):
     weights = load_file(tmp_path / "bert" / "model.safetensors")
     del weights["encoder.layer.1.output.dense.weight"]
     save_file(weights, tmp_path / "bert" / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match=r"does not hold every weight .*encoder.layer.1.output.dense.weight"):
+    with pytest.raises(ValueError, match=r"model.safetensors does not fit .*config.json: it lacks 1 weight the config "
+                                         r"asks for \(encoder.layer.1.output.dense.weight\)"):
         DefinitionEmbModel.from_pretrained_model(tmp_path / "bert")
+    # A config with fewer layers than the weights would silently drop a trained layer: refused too.
+    BertModel(bert_config()).save_pretrained(tmp_path / "shallower")
+    config = json.loads((tmp_path / "shallower" / "config.json").read_text())
+    (tmp_path / "shallower" / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    with pytest.raises(ValueError, match=r"shallower.model.safetensors does not fit .*holds 16 weights the config has "
+                                         r"no place for \(encoder.layer.1"):
+        DefinitionEmbModel.from_pretrained_model(tmp_path / "shallower")
 
 
 # ------------------------------------------------------------------------------------------- saving, loading
@@ -411,10 +419,16 @@ def _bad(batch: dict, **changes) -> dict:
          r"attention_mask must have the shape of input_ids \(3, 7\)"),
         ("encoder-only", lambda b: _bad(b, input_ids=b["input_ids"][0]),
          r"input_ids must have shape \(batch_size, length\)"),
+        ("encoder-only", lambda b: {"input_ids": b["input_ids"][:, :0]},
+         r"input_ids has shape \(3, 0\): the reader needs a batch of at least one row of at least one token"),
+        ("encoder-only", lambda b: {"input_ids": b["input_ids"][:0]}, r"input_ids has shape \(0, 7\)"),
+        ("encoder-decoder", lambda b: {**b, "decoder_input_ids": b["decoder_input_ids"][:, :0], "labels": None,
+                                       "decoder_attention_mask": None},
+         r"decoder_input_ids has shape \(3, 0\)"),
     ],
     ids=["labels-shape", "labels-shape-decoder", "label-too-large", "label-negative", "no-decoder-input",
          "input-id-too-large", "input-id-negative", "decoder-id-too-large", "decoder-input-for-encoder-only",
-         "mask-shape", "one-dimensional"],
+         "mask-shape", "one-dimensional", "empty-rows", "empty-batch", "empty-decoder-rows"],
 )
 def test_bad_input_is_refused(reader, change, message):
     model = definition_model(roberta_config() if reader == "encoder-only" else bart_config())

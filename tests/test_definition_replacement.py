@@ -23,6 +23,7 @@ from hf_entity_models.tasks.embeddings.replacement import (
     TokenDefinitionEmbeddings,
     apply_definition_embeddings,
     compute_definition_embeddings,
+    read_task_texts,
     replacement_budget,
 )
 
@@ -280,6 +281,26 @@ def test_bad_replacement_arguments_are_refused(arguments, error, message):
     found = hand_made_embeddings(task_token_ids(tokenizer))
     with pytest.raises(error, match=message):
         apply_definition_embeddings(model, tokenizer, found, show_progress=False, **values)
+
+
+def test_task_texts_are_read_one_per_line_from_utf8_files(tmp_path):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("The cat sat.\r\n\n  \nA dog\u2028barked.\n", encoding="utf-8")
+    second.write_text("Last one", encoding="utf-8")
+    assert read_task_texts([first, str(second)]) == ["The cat sat.", "A dog\u2028barked.", "Last one"]
+    assert read_task_texts(second) == ["Last one"]
+    binary = tmp_path / "texts.bin"
+    binary.write_bytes(b"fine\n\x89PNG\r\n\x1a\n")
+    with pytest.raises(ValueError, match=rf"The task-text file {binary} is not UTF-8 text: byte 0x89 at line 2, "
+                                         "column 1"):
+        read_task_texts([first, binary])
+    (tmp_path / "blank.txt").write_text("\n \n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"blank.txt holds no text \(empty or blank lines only\)"):
+        read_task_texts(tmp_path / "blank.txt")
+    with pytest.raises(FileNotFoundError, match="The task-text file .*missing.txt does not exist"):
+        read_task_texts([first, tmp_path / "missing.txt"])
+    with pytest.raises(ValueError, match="No task-text file was given"):
+        read_task_texts([])
 
 
 def test_a_reader_needs_definitions_and_a_matching_width():

@@ -348,6 +348,13 @@ def test_reads_the_real_word_similarity_files():
     assert read_word_similarity(WORD_SIMILARITY / "EN-SimVerb-3500.txt")[0] == ("take", "remove", 6.81)
 
 
+def test_a_word_similarity_file_that_is_not_utf8_is_refused_naming_it(tmp_path):
+    path = tmp_path / "EN-TEST.txt"
+    path.write_bytes(b"gem jewel 3.94\ncaf\xe9 bar 1.0\n")
+    with pytest.raises(ValueError, match=rf"The word-similarity file {path} is not UTF-8 text: byte 0xe9 at line 2"):
+        read_word_similarity(path)
+
+
 # ----------------------------------------------------------------------------------------------------------- plots
 
 

@@ -132,8 +132,11 @@ def test_read_conll_coreference_takes_a_file_a_folder_or_a_list(conll_folder):
     listed = read_conll_coreference([second, str(first)])
     assert [d.name for d in listed] == ["nw/wsj/00/wsj_0001", "persuasion", "persuasion", "alice"]
     (conll_folder / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="no .conll file"):
+    with pytest.raises(FileNotFoundError, match=r"empty holds no CoNLL file: none of its files is named \*.conll or "
+                                                r"\*_conll .*, or the files themselves\."):
         read_conll_coreference(conll_folder / "empty")
+    with pytest.raises(ValueError, match="No CoNLL file was given"):
+        read_conll_coreference([])
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_conll_coreference(conll_folder / "missing.conll")
     with pytest.raises(TypeError):
@@ -217,6 +220,22 @@ def test_unbalanced_or_malformed_conll_raises_with_file_and_line(tmp_path, case)
     with pytest.raises(ValueError, match=message) as error:
         read_conll_coreference(path)
     assert f"{path}:{line_number}:" in str(error.value)
+
+
+def test_a_binary_conll_file_is_refused_naming_the_file(tmp_path):
+    """Read as UTF-8 it raised a bare UnicodeDecodeError that named no file."""
+    path = tmp_path / "book.conll"
+    path.write_bytes(b"#begin document (book); part 0\n" + bytes(range(128, 256)) + b"\n#end document\n")
+    for source in (path, tmp_path, [path]):
+        with pytest.raises(ValueError, match=rf"The CoNLL file {re.escape(str(path))} is not UTF-8 text: byte 0x80 at "
+                                             r"line 2, column 1 cannot be decoded \(invalid start byte\)\. It is a "
+                                             r"binary file"):
+            read_conll_coreference(source)
+
+
+def test_ontonotes_file_names_are_found_in_a_folder(tmp_path):
+    (tmp_path / "wsj_0001.v4_gold_conll").write_text(ONTONOTES, encoding="utf-8")
+    assert [d.name for d in read_conll_coreference(tmp_path)] == ["nw/wsj/00/wsj_0001"]
 
 
 # ------------------------------------------------------------------------------------------------ real LitBank
@@ -498,6 +517,10 @@ def test_lambada_errors(tmp_path, gpt2):
         read_lambada(path)
     path.write_text('{"text": "a b"}\n\n')
     with pytest.raises(ValueError, match=":2: blank line"):
+        read_lambada(path)
+    path.write_bytes(b'{"text": "a b"}\n{"text": "caf\xe9 au"}\n')
+    with pytest.raises(ValueError, match=f"The LAMBADA file {re.escape(str(path))} is not UTF-8 text: byte 0xe9 at "
+                                         "line 2, column 14"):
         read_lambada(path)
     path.write_text('{"text": "a b"\n')
     with pytest.raises(ValueError, match=":1: not JSON"):

@@ -2,12 +2,13 @@
 independent per-token references, masking, BERT equivalence of the joint baseline, saving and portable loading."""
 
 import json
+import re
 
 import pytest
 import torch
 from conftest import saved_source
 from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
-from transformers import AutoModel, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering
+from transformers import AutoModel, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering, BertModel
 
 import hf_entity_models.models.forcereader.modeling_forcereader as modeling_forcereader
 from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
@@ -213,6 +214,41 @@ def test_an_unknown_preset_names_the_known_ones():
 def test_missing_token_type_ids_are_refused_with_a_fix():
     with pytest.raises(ValueError, match="return_token_type_ids"):
         reader("forcereader")(input_ids=INPUT_IDS, attention_mask=MASK)
+
+
+@pytest.mark.parametrize("shape", [(1, 0), (0, 10)])
+def test_an_empty_batch_or_row_is_refused_with_its_shape(shape):
+    ids = torch.zeros(shape, dtype=torch.long)
+    for model in (reader("forcereader"), reader("forcereader").forcereader):
+        with pytest.raises(ValueError, match=rf"input_ids has shape \({shape[0]}, {shape[1]}\): ForceReader reads"):
+            model(input_ids=ids, token_type_ids=ids, attention_mask=torch.ones_like(ids))
+
+
+def _edit_config(folder, **fields) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **fields}))
+
+
+def test_from_encoder_refuses_an_encoder_config_that_does_not_fit_its_weights(tmp_path):
+    """from_pretrained alone would fill a layer the weights lack with random values (or drop one they have)."""
+    overrides = dict(interaction_channels=4, interaction_kernel_sizes=[3, 5])
+    BertModel(ENCODER).save_pretrained(tmp_path / "deeper")  # 2 layers stored
+    _edit_config(tmp_path / "deeper", num_hidden_layers=3)
+    weights = str(tmp_path / "deeper" / "model.safetensors")
+    with pytest.raises(ValueError, match=re.escape(weights) + r" does not fit .*config.json: it lacks 16 weights the "
+                       r"config asks for \(encoder.layer.2.*num_hidden_layers"):
+        ForceReaderForQuestionAnswering.from_encoder(str(tmp_path / "deeper"), **overrides)
+    BertModel(ENCODER).save_pretrained(tmp_path / "shallower")
+    _edit_config(tmp_path / "shallower", num_hidden_layers=1)
+    with pytest.raises(ValueError, match=r"holds 16 weights the config has no place for \(encoder.layer.1"):
+        ForceReaderForQuestionAnswering.from_encoder(str(tmp_path / "shallower"), **overrides)
+    # The checkpoint of a task model is a complete encoder: its head and its missing pooler are not read.
+    torch.manual_seed(0)
+    task_model = BertForQuestionAnswering(ENCODER)
+    task_model.save_pretrained(tmp_path / "qa")
+    model = ForceReaderForQuestionAnswering.from_encoder(str(tmp_path / "qa"), **overrides)
+    for name, tensor in task_model.bert.encoder.state_dict().items():
+        assert torch.equal(model.forcereader.encoder.encoder.state_dict()[name], tensor), name
 
 
 def test_save_and_load_through_the_auto_classes_gives_the_same_logits(tmp_path):

@@ -382,14 +382,52 @@ def test_incremental_decoding_with_the_cache_equals_a_full_pass():
     with torch.no_grad():
         full = model(input_ids, entity_ids=entity_ids, entity_states=states)
         step = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True)
-        logits, cache = [step.logits], step.past_key_values
+        logits, cache = [step.logits], step.cache
         for t in range(4, 9):
             step = model(input_ids[:, t : t + 1], entity_ids=entity_ids[:, t : t + 1], entity_states=states,
-                         past_key_values=cache, use_cache=True)
+                         cache=cache, use_cache=True)
             logits.append(step.logits)
-            cache = step.past_key_values
+            cache = step.cache
     torch.testing.assert_close(torch.cat(logits, 1), full.logits, rtol=0, atol=1e-5)
     assert len(cache.layers) == 2 * model.config.n_layer and cache.get_seq_length() == 9
+
+
+def test_the_cache_goes_by_both_names_on_every_supported_transformers():
+    """transformers 5.24 renamed `past_key_values` to `cache`; the output field follows the installed version (so
+    `generate` finds it), both attribute names read it, and `forward` takes it under either name (once)."""
+    model = entity_lm()
+    input_ids, entity_ids = random_inputs(1, 6)
+    with torch.no_grad():
+        full = model(input_ids, entity_ids=entity_ids).logits
+        first = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], use_cache=True)
+        assert list(first.keys()) == ["logits", modeling_gpt2e.CACHE_NAME, "entity_states"]
+        assert first.cache is first.past_key_values is first[modeling_gpt2e.CACHE_NAME]
+        old_name = model(input_ids[:, 4:], entity_ids=entity_ids[:, 4:], past_key_values=first.cache)
+        torch.testing.assert_close(old_name.logits, full[:, 4:], rtol=0, atol=1e-5)
+        cache = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], use_cache=True).cache
+        with pytest.raises(ValueError, match="Pass the key/value cache once"):
+            model(input_ids[:, 4:], entity_ids=entity_ids[:, 4:], cache=cache, past_key_values=cache)
+        base = model.transformer(input_ids, entity_ids=entity_ids, use_cache=True)
+        assert base.cache is base.past_key_values and base.cache.get_seq_length() == 6
+
+
+def test_generate_reads_one_new_token_per_step_from_the_cache():
+    """Each step after the prompt reads the newest token only, with the cache of everything before it: generate
+    carries the cache under the installed transformers' name from output to the next forward."""
+    model = entity_lm()
+    prompt, prompt_entities = random_inputs(1, 6)
+    seen = []
+    forward = model.forward
+
+    def recording_forward(*args, **kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        seen.append((kwargs["input_ids"].shape[1], cache.get_seq_length() if cache is not None else None))
+        return forward(*args, **kwargs)
+
+    model.forward = recording_forward
+    with torch.no_grad():
+        model.generate(prompt, entity_ids=prompt_entities, **_generation_kwargs())
+    assert seen == [(6, 0), (1, 6), (1, 7), (1, 8), (1, 9)]
 
 
 def _generation_kwargs(**extra):
@@ -528,6 +566,45 @@ def test_bad_entity_states_are_refused(entity_states):
 def test_bad_configs_are_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(**fields)
+
+
+def test_generation_past_n_positions_is_refused_before_the_first_step():
+    model = entity_lm()  # n_positions=64: prompt + max_new_tokens may be at most 65 (the last token is never read)
+    calls = []
+    forward = model.forward
+    model.forward = lambda *args, **kwargs: calls.append(1) or forward(*args, **kwargs)
+    prompt = torch.randint(1, VOCAB, (1, 60), generator=torch.Generator().manual_seed(3))
+    options = dict(do_sample=False, pad_token_id=PAD)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"prompt \(60 tokens\) \+ max_new_tokens \(10\) = 70 tokens exceeds the "
+                           r"model's n_positions=64.*lower max_new_tokens to at most 5 or keep only the last 55"):
+            model.generate(prompt, max_new_tokens=10, **options)
+        with pytest.raises(ValueError, match="keep only the last 60 prompt tokens"):
+            model.generate(torch.cat([prompt, prompt], 1), max_new_tokens=5, **options)
+        assert not calls
+        assert model.generate(prompt, max_new_tokens=5, **options).shape == (1, 65)  # exactly fits
+
+
+def test_explicit_position_ids_beyond_the_position_embeddings_are_refused():
+    model = entity_lm()
+    input_ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match=r"position_ids run from 62 to 64.*n_positions=64"):
+        model(input_ids, position_ids=torch.tensor([[62, 63, 64]]))
+    with pytest.raises(ValueError, match=r"position_ids run from -1 to 1"):
+        model(input_ids, position_ids=torch.tensor([[-1, 0, 1]]))
+
+
+@pytest.mark.parametrize("shape", [(1, 0), (0, 5), (0, 0)])
+def test_empty_inputs_are_refused_with_their_shape(shape):
+    model = entity_lm()
+    input_ids = torch.zeros(shape, dtype=torch.long)
+    pattern = rf"input_ids has shape \({shape[0]}, {shape[1]}\).*at least one row of at least one token"
+    with pytest.raises(ValueError, match=pattern):
+        model(input_ids)
+    with pytest.raises(ValueError, match=pattern):
+        model.transformer(input_ids, entity_ids=torch.zeros(shape, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"inputs_embeds has shape"):
+        model(inputs_embeds=torch.zeros(*shape, model.config.n_embd))
 
 
 def test_generation_refuses_entity_ids_that_do_not_match_the_prompt():
@@ -739,9 +816,9 @@ def test_a_policy_needs_the_prompt_entity_ids_and_a_passed_cache_is_used_in_trai
     states = random_states(1, model.config)
     with torch.no_grad():
         full = model(input_ids, entity_ids=entity_ids, entity_states=states).logits
-        cache = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True).past_key_values
+        cache = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True).cache
         model.train()  # no dropout in the tiny config: training mode changes only the cache default
-        rest = model(input_ids[:, 4:], entity_ids=entity_ids[:, 4:], entity_states=states, past_key_values=cache).logits
+        rest = model(input_ids[:, 4:], entity_ids=entity_ids[:, 4:], entity_states=states, cache=cache).logits
     torch.testing.assert_close(rest, full[:, 4:], rtol=0, atol=1e-5)
 
 

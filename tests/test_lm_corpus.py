@@ -353,7 +353,8 @@ def test_missing_and_malformed_files(shared_data, tokenizer, tmp_path):
 
     conll = tmp_path / "conll"
     conll.mkdir()
-    with pytest.raises(FileNotFoundError, match="no .conll file"):
+    with pytest.raises(FileNotFoundError, match=rf"The folder {conll} holds no CoNLL file: none of its files is named "
+                                                r"\*.conll or \*_conll \(subfolders are not searched\); pass the folder"):
         read_litbank_documents(conll)
     (conll / "a.conll").write_text("doc\t0\t0\tHello\t_\n", encoding="utf-8")
     with pytest.raises(ValueError, match="outside a '#begin document'"):
@@ -364,3 +365,25 @@ def test_missing_and_malformed_files(shared_data, tokenizer, tmp_path):
         encoding="utf-8",
     )
     assert read_litbank_documents(conll) == ["Hello . Bye", "Again"]
+    with pytest.raises(FileNotFoundError, match=r"is a file, but a folder of CoNLL files is expected here"):
+        read_litbank_documents(conll / "a.conll")
+    with pytest.raises(FileNotFoundError, match=rf"its subfolder {conll} holds some: pass that one\.$"):
+        read_litbank_documents(tmp_path)
+
+
+def test_binary_or_latin1_files_are_refused_naming_the_file(tmp_path):
+    """Reading them as UTF-8 raised a bare UnicodeDecodeError that named no file."""
+    conll = tmp_path / "conll"
+    conll.mkdir()
+    (conll / "a.conll").write_bytes(b"#begin document (a); part 0\ndoc\t0\t0\tCaf\xe9\t_\n#end document\n")
+    with pytest.raises(ValueError, match=rf"The CoNLL file {conll / 'a.conll'} is not UTF-8 text: byte 0xe9 at line 2, "
+                                         r"column 12 cannot be decoded .*convert it to UTF-8"):
+        read_litbank_documents(conll)
+    gap = tmp_path / "gap.tsv"
+    gap.write_bytes(b"ID\tText\nx\t\x89PNG\r\n\x1a\n")
+    with pytest.raises(ValueError, match=rf"The GAP file {gap} is not UTF-8 text: byte 0x89 at line 2, column 3"):
+        read_gap_texts(gap)
+    squad = tmp_path / "squad.json.gz"
+    squad.write_bytes(gzip.compress(b'{"data": [{"paragraphs": [{"context": "caf\xe9"}]}]}'))
+    with pytest.raises(ValueError, match=rf"The SQuAD JSON file {squad} is not UTF-8 text: byte 0xe9 at line 1"):
+        read_squad_contexts(squad)

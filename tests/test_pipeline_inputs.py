@@ -60,6 +60,20 @@ def test_an_empty_list_has_no_answers(pipe):
         pipe([], mention_treshold=0.2)  # a typo is reported even when there is nothing to read
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda pipe: pipe("Zoe \ud800 met Ann."), r"The text holds a lone surrogate '\\ud800' at character 4"),
+        (lambda pipe: pipe({**QUERY, "text": "Bob saw Ann.\udfff He waved."}), r"'\\udfff' at character 12"),
+        (lambda pipe: pipe([TEXT, "ok \udc80"], batch_size=2),
+         r"Text 1 of the list holds a lone surrogate '\\udc80' at character 3, which is not valid Unicode"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_with_its_position(pipe, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(pipe)
+
+
 def test_a_tuple_of_texts_is_read_like_a_list(pipe):
     assert pipe((TEXT, QUERY["text"]), mention_threshold=0.2) == pipe([TEXT, QUERY["text"]], mention_threshold=0.2)
 
@@ -197,7 +211,8 @@ def test_a_checkpoint_without_tokenizer_json_is_refused(saved_model, tmp_path):
         if path.name not in ("tokenizer.json", "vocab.txt"):
             (folder / path.name).write_bytes(path.read_bytes())
     assert len(AutoTokenizer.from_pretrained(folder)) < 10, "transformers loads a near-empty vocabulary"
-    with pytest.raises(ValueError, match=r"has \d tokens but PetraForCoreference reads a vocabulary of 30522"):
+    with pytest.raises(ValueError, match=rf"loaded from {folder}, which holds none of the files a tokenizer's "
+                                         r"vocabulary is saved in \(tokenizer.json, vocab.txt, .*save_pretrained"):
         pipeline("coreference", model=str(folder))
 
 

@@ -106,7 +106,7 @@ def test_registered_for_any_question_answering_model(pipe):
 def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
     """pipeline.py and postprocess.py are saved next to checkpoints: torch, transformers, the standard library and
     each other (relatively), nothing of hf_entity_models."""
-    allowed = {"torch", "transformers", "numpy", "math", "numbers", "collections", "typing"}
+    allowed = {"torch", "transformers", "numpy", "math", "numbers", "os", "collections", "typing"}
     folder = Path(qa_pipeline_module.__file__).parent
     for name in ("pipeline.py", "postprocess.py"):
         tree = ast.parse((folder / name).read_text())
@@ -323,6 +323,13 @@ def test_input_forms_like_the_old_pipeline(pipe):
         (dict(question=QUESTION, context=CONTEXT, max_answer_len=1.5), ValueError, "max_answer_len"),
         (dict(question=QUESTION, context=CONTEXT, topk=2), TypeError, "Unknown arguments"),
         (dict(question=QUESTION, context=CONTEXT, null_score_diff_threshold=math.nan), ValueError, "finite"),
+        # Lone surrogates: the tokenizer's own TypeError names neither the argument nor the character.
+        (dict(question=QUESTION, context="Zoë \ud800 came."), ValueError,
+         r"The context holds a lone surrogate '\\ud800' at character 4, which is not valid Unicode text"),
+        (dict(question="Wh\udfffo?", context=CONTEXT), ValueError, r"The question holds a lone surrogate '\\udfff' at "
+         "character 2"),
+        (dict(question=QUESTION, context=[CONTEXT, "ok \udc80"]), ValueError,
+         r"The context \(input 1\) holds a lone surrogate '\\udc80' at character 3"),
     ],
 )
 def test_bad_input_raises_a_clear_error(pipe, call, error, message):
@@ -341,6 +348,21 @@ def test_bad_input_forms(pipe):
         pipe([], topk=2)  # a typo is reported even with nothing to answer
     with pytest.raises(ValueError, match="no token the tokenizer keeps"):
         pipe(question=QUESTION, context="\u200b\u200b")
+
+
+@pytest.mark.parametrize("dropped", [("tokenizer.json", "vocab.txt"),
+                                     ("tokenizer.json", "vocab.txt", "tokenizer_config.json")])
+def test_a_checkpoint_without_tokenizer_files_is_refused_naming_them(model_folder, tmp_path, dropped):
+    """transformers builds a tokenizer of 5 special tokens from such a folder, without an error: every word of the
+    question and context would read as [UNK]."""
+    folder = tmp_path / "no-vocabulary"
+    folder.mkdir()
+    for path in model_folder.iterdir():
+        if path.name not in dropped:
+            (folder / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(ValueError, match=rf"loaded from {folder}, which holds none of the files a tokenizer's "
+                                         r"vocabulary is saved in \(tokenizer.json, vocab.txt, .*save_pretrained"):
+        pipeline("question-answering", model=str(folder), device="cpu")
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))

@@ -607,7 +607,8 @@ def test_unexpected_keyword_arguments_are_refused():
     [
         (dict(input_ids=torch.tensor([[1, 2, 50]])), r"must lie in \[0, 50\)"),
         (dict(input_ids=torch.tensor([[1, -2, 3]])), "vocabulary"),
-        (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), "no tokens"),
+        (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), r"shape \(1, 0\) .*at least one document of at least one"),
+        (dict(input_ids=torch.zeros(0, 5, dtype=torch.long)), r"shape \(0, 5\) .*at least one document of at least one"),
         (dict(input_ids=torch.tensor([1, 2, 3])), "shape"),
         (dict(), "Pass `input_ids`"),
         (dict(encoder_features=torch.zeros(1, 3, 6)), "purely incremental"),

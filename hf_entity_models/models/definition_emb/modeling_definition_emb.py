@@ -25,6 +25,7 @@ from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
+from hf_entity_models.models._shared.encoders import load_pretrained_encoder
 from hf_entity_models.models._shared.entity_hub import EntityHubMixin
 
 from .card_definition_emb import DEFINITION_EMB_MODEL_CARD
@@ -385,21 +386,20 @@ def copy_reader_weights(reader: nn.Module, source: nn.Module, description: str) 
 
 
 def _load_base_model(name_or_path: str) -> PreTrainedModel:
-    """The PLM's base model from a Hub id or folder, refusing a checkpoint that lacks some of its weights."""
-    model, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True)
-    missing = [key for key in loading_info.get("missing_keys", []) if not key.startswith(DROPPED_PLM_WEIGHT_PREFIXES)]
-    mismatched = list(loading_info.get("mismatched_keys", []))
-    if missing or mismatched:
-        raise ValueError(
-            f"{name_or_path} does not hold every weight of its base model (missing: {sorted(missing)}, other shapes: "
-            f"{mismatched}): the reader would start from random weights. Give a complete checkpoint of the PLM."
-        )
-    return model
+    """The PLM's base model from a Hub id or folder, refusing a checkpoint whose weights do not fit its config (some
+    missing: the reader would start partly random; some left over: layers the config drops)."""
+    return load_pretrained_encoder(name_or_path, unused_prefixes=DROPPED_PLM_WEIGHT_PREFIXES)
 
 
 def _check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
     if ids.dim() != 2:
         raise ValueError(f"{name} must have shape (batch_size, length), got {tuple(ids.shape)}.")
+    if 0 in ids.shape:
+        # An empty batch or row would fail inside the reader's attention with an unrelated reshape error.
+        raise ValueError(
+            f"{name} has shape {tuple(ids.shape)}: the reader needs a batch of at least one row of at least one "
+            "token; skip empty definitions before calling the model."
+        )
     if ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError(f"{name} must be integer token ids, got dtype {ids.dtype}.")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):

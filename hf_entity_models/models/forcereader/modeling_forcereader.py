@@ -274,6 +274,13 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
             token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
                 0 for the question segment, 1 for the passage segment; they tell the model where the question ends.
         """
+        if input_ids.dim() != 2 or 0 in input_ids.shape:
+            # An empty batch or row would fail deep inside the encoder or the segment split with an unrelated error.
+            raise ValueError(
+                f"input_ids has shape {tuple(input_ids.shape)}: ForceReader reads a batch of at least one packed "
+                "question-passage row, shaped (batch_size, sequence_length), e.g. tokenizer(question, context, "
+                "return_tensors='pt'); skip empty questions or contexts before calling the model."
+            )
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:

@@ -57,7 +57,8 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
     """
 
     model_type = "gpt2e"
-    keys_to_ignore_at_inference = ["past_key_values", "entity_states"]
+    # The Trainer's evaluation drops these output keys; the cache is `cache` from transformers 5.24 on.
+    keys_to_ignore_at_inference = ["cache", "past_key_values", "entity_states"]
 
     max_entities: int = 256
     entity_attention_values: str = "hidden"

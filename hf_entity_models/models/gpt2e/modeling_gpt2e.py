@@ -27,7 +27,7 @@ Choices where the paper is silent (its Figure 1 is not in the text we have), eac
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 
 import torch
 from torch import nn
@@ -35,6 +35,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.generation.utils import ALL_CACHE_NAMES
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
@@ -51,30 +52,58 @@ logger = logging.get_logger(__name__)
 NO_ENTITY = 0
 
 
-@dataclass
-class GPT2EModelOutput(ModelOutput):
+# transformers 5.24 renamed the key/value cache from `past_key_values` to `cache` everywhere at once: forward
+# arguments, output fields, `create_causal_mask`, and the model_kwargs that `generate` carries from step to step (it
+# looks the cache up in a model output under the names in ALL_CACHE_NAMES, and a ModelOutput with a field named
+# `past_key_values` can no longer be built by keyword). 5.6..5.23 use `past_key_values`. The outputs below name their
+# field as the installed transformers does, so `generate` reuses the cache on either; `forward` accepts both names.
+CACHE_NAME = "cache" if "cache" in ALL_CACHE_NAMES else "past_key_values"
+
+
+def _output_class(name: str, doc: str, fields: list[tuple[str, object]]) -> type[ModelOutput]:
+    """A `ModelOutput` dataclass whose field ``"cache"`` is named `CACHE_NAME`; every field defaults to None.
+
+    Where that name is `past_key_values` (transformers < 5.24), a read-only `cache` property is added, so that code
+    written for 5.24 (``output.cache``) runs unchanged; 5.24's `ModelOutput` has the opposite alias
+    (``output.past_key_values``) itself.
+    """
+    dataclass_fields = [(CACHE_NAME if key == "cache" else key, kind, field(default=None)) for key, kind in fields]
+    namespace: dict[str, object] = {"__doc__": doc}
+    if CACHE_NAME != "cache":
+        namespace["cache"] = property(lambda self: getattr(self, CACHE_NAME), doc="The key/value cache.")
+    output_class = make_dataclass(name, dataclass_fields, bases=(ModelOutput,), namespace=namespace)
+    output_class.__module__ = __name__  # make_dataclass's `module=` needs Python 3.12; pickling needs the module
+    return output_class
+
+
+GPT2EModelOutput = _output_class(
+    "GPT2EModelOutput",
     """Output of `GPT2EModel`.
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, n_embd)`):
             Hidden states after the final layer norm.
-        past_key_values (`Cache`, *optional*):
-            The key/value cache (self-attention and entity attention of every block), when `use_cache=True`.
+        cache (`Cache`, *optional*):
+            The key/value cache (self-attention and entity attention of every block), when `use_cache=True`. The field
+            is named as the installed transformers names it: `cache` from 5.24 on, `past_key_values` before; both
+            `output.cache` and `output.past_key_values` read it on every supported version.
         entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
             The entity representations after this input: every entity mentioned in it now holds the last hidden
             state of the last token of its last mention; the others are unchanged. Pass them with the next window.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The embeddings and the output of every block, when `output_hidden_states=True`.
-    """
+    """,
+    [
+        ("last_hidden_state", torch.FloatTensor | None),
+        ("cache", Cache | None),
+        ("entity_states", torch.FloatTensor | None),
+        ("hidden_states", tuple[torch.FloatTensor, ...] | None),
+    ],
+)
 
-    last_hidden_state: torch.FloatTensor | None = None
-    past_key_values: Cache | None = None
-    entity_states: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
-
-@dataclass
-class GPT2ECausalLMOutput(ModelOutput):
+GPT2ECausalLMOutput = _output_class(
+    "GPT2ECausalLMOutput",
     """Output of `GPT2EForCausalLM`.
 
     Args:
@@ -82,19 +111,31 @@ class GPT2ECausalLMOutput(ModelOutput):
             Mean next-token cross-entropy over the labels that are not -100, when `labels` are given.
         logits (`torch.FloatTensor` of shape `(batch_size, sequence_length, vocab_size)`):
             Next-token scores.
-        past_key_values (`Cache`, *optional*):
-            The key/value cache, when `use_cache=True`.
+        cache (`Cache`, *optional*):
+            The key/value cache, when `use_cache=True` (named as in `GPT2EModelOutput`).
         entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
             The entity representations after this input (see `GPT2EModelOutput`).
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The embeddings and the output of every block, when `output_hidden_states=True`.
-    """
+    """,
+    [
+        ("loss", torch.FloatTensor | None),
+        ("logits", torch.FloatTensor | None),
+        ("cache", Cache | None),
+        ("entity_states", torch.FloatTensor | None),
+        ("hidden_states", tuple[torch.FloatTensor, ...] | None),
+    ],
+)
 
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    past_key_values: Cache | None = None
-    entity_states: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+def _single_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """The cache passed under either name (`generate` of transformers < 5.24 passes `past_key_values`)."""
+    if cache is not None and past_key_values is not None:
+        raise ValueError(
+            "Pass the key/value cache once, as `cache` (or, the name before transformers 5.24, `past_key_values`), "
+            "not both."
+        )
+    return cache if cache is not None else past_key_values
 
 
 def initial_entity_states(
@@ -176,13 +217,13 @@ class GPT2ESelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, past_key_values: Cache | None
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None
     ) -> torch.Tensor:
         query, key, value = (
             _split_heads(part, self.head_dim) for part in self.c_attn(hidden_states).split(self.config.n_embd, dim=2)
         )
-        if past_key_values is not None:
-            key, value = past_key_values.update(key, value, self.layer_idx)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
         return _attend_and_project(self, query, key, value, attention_mask)
 
 
@@ -220,7 +261,7 @@ class GPT2EEntityAttention(nn.Module):
         entity_ids: torch.Tensor,
         entity_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
-        past_key_values: Cache | None,
+        cache: Cache | None,
     ) -> torch.Tensor:
         token_part = self.q_attn(hidden_states)
         entity_rows = self.e_attn(entity_states)  # (batch, max_entities + 1, size or 2 size)
@@ -232,8 +273,8 @@ class GPT2EEntityAttention(nn.Module):
             query, value = token_part.split(self.size, dim=2)
             key = per_token
         query, key, value = (_split_heads(part, self.head_dim) for part in (query, key, value))
-        if past_key_values is not None:
-            key, value = past_key_values.update(key, value, self.cache_idx)
+        if cache is not None:
+            key, value = cache.update(key, value, self.cache_idx)
         return _attend_and_project(self, query, key, value, attention_mask)
 
 
@@ -271,12 +312,12 @@ class EntityTransformerBlock(nn.Module):
         entity_ids: torch.Tensor,
         entity_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
-        past_key_values: Cache | None,
+        cache: Cache | None,
     ) -> torch.Tensor:
-        hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask, past_key_values)
+        hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask, cache)
         hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
         entity_context = self.entity_attn(
-            self.ln_entity(hidden_states), entity_ids, entity_states, attention_mask, past_key_values
+            self.ln_entity(hidden_states), entity_ids, entity_states, attention_mask, cache
         )
         return hidden_states + entity_context
 
@@ -289,7 +330,7 @@ class GPT2EPreTrainedModel(EntityHubMixin, PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
     _no_split_modules = ["EntityTransformerBlock"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = ["cache", "past_key_values"]
     _supports_sdpa = True
     # GPT-2 checkpoints of older transformers versions store the causal mask as a buffer.
     _keys_to_ignore_on_load_unexpected = [r"attn\.bias$", r"attn\.masked_bias$"]
@@ -354,11 +395,12 @@ class GPT2EModel(GPT2EPreTrainedModel):
         entity_states: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> GPT2EModelOutput | tuple:
         r"""
@@ -373,44 +415,54 @@ class GPT2EModel(GPT2EPreTrainedModel):
                 same documents. Defaults to `initial_entity_states` (all ones).
             attention_mask (`torch.Tensor` of shape `(batch_size, past + sequence_length)`, *optional*):
                 1 for real tokens, 0 for padding.
-            position_ids, past_key_values, inputs_embeds, use_cache, output_hidden_states, return_dict:
-                As in `GPT2Model`; only a `DynamicCache` is supported.
+            cache (`DynamicCache`, *optional*):
+                The key/value cache of the tokens read so far (the `cache` of the previous output); only a
+                `DynamicCache` is supported.
+            past_key_values (`DynamicCache`, *optional*):
+                The same cache under its name before transformers 5.24 (what `generate` passes there); give one of
+                the two.
+            position_ids, inputs_embeds, use_cache, output_hidden_states, return_dict:
+                As in `GPT2Model`.
         """
+        cache = _single_cache(cache, past_key_values)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if use_cache is None:  # a cache that is passed is used, as in GPT-2
-            use_cache = past_key_values is not None or (self.config.use_cache and not self.training)
+            use_cache = cache is not None or (self.config.use_cache and not self.training)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
+        _check_not_empty(input_ids if input_ids is not None else inputs_embeds)
         inputs_embeds = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         batch_size, length = inputs_embeds.shape[:2]
         entity_ids = self._checked_entity_ids(entity_ids, batch_size, length, inputs_embeds.device)
         entity_states = self._checked_entity_states(entity_states, batch_size, inputs_embeds)
-        past_key_values = self._prepared_cache(past_key_values, use_cache)
+        cache = self._prepared_cache(cache, use_cache)
 
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if position_ids is None and past_length + length > self.config.n_positions:
-            raise ValueError(
-                f"The input reaches position {past_length + length}, beyond the model's n_positions="
-                f"{self.config.n_positions}: read long documents in windows of at most that many tokens and carry "
-                "entity_states from one window to the next."
-            )
+        past_length = cache.get_seq_length() if cache is not None else 0
         if position_ids is None:
+            if past_length + length > self.config.n_positions:
+                raise ValueError(
+                    f"The input reaches position {past_length + length}, beyond the model's n_positions="
+                    f"{self.config.n_positions}: read long documents in windows of at most that many tokens and "
+                    "carry entity_states from one window to the next."
+                )
             position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device).unsqueeze(0)
+        else:
+            self._check_position_ids(position_ids)
         hidden_states = self.drop(inputs_embeds + self.wpe(position_ids))
         causal_mask = create_causal_mask(
             config=self.config,
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
             position_ids=position_ids,
+            **{CACHE_NAME: cache},
         )
 
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         for block in self.h:
-            hidden_states = block(hidden_states, entity_ids, entity_states, causal_mask, past_key_values)
+            hidden_states = block(hidden_states, entity_ids, entity_states, causal_mask, cache)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
         hidden_states = self.ln_f(hidden_states)
@@ -421,11 +473,24 @@ class GPT2EModel(GPT2EPreTrainedModel):
         new_entity_states = update_entity_states(entity_states, entity_ids, hidden_states.detach(), token_mask)
         output = GPT2EModelOutput(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
             entity_states=new_entity_states,
             hidden_states=all_hidden_states,
+            **{CACHE_NAME: cache if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
+
+    def _check_position_ids(self, position_ids: torch.Tensor) -> None:
+        """Positions beyond the position embeddings would fail inside `nn.Embedding` with a bare IndexError (a
+        device-side assert on CUDA)."""
+        if not position_ids.numel():
+            return
+        smallest, largest = torch.stack(torch.aminmax(position_ids)).tolist()  # one device sync for both
+        if smallest < 0 or largest >= self.config.n_positions:
+            raise ValueError(
+                f"position_ids run from {smallest} to {largest}, but the model has position embeddings for 0.."
+                f"{self.config.n_positions - 1} only (n_positions={self.config.n_positions}): read long documents in "
+                "windows of at most n_positions tokens and carry entity_states from one window to the next."
+            )
 
     def _checked_entity_ids(
         self, entity_ids: torch.Tensor | None, batch_size: int, length: int, device: torch.device
@@ -465,20 +530,20 @@ class GPT2EModel(GPT2EPreTrainedModel):
             )
         return entity_states.to(device=inputs_embeds.device, dtype=inputs_embeds.dtype)
 
-    def _prepared_cache(self, past_key_values: Cache | None, use_cache: bool) -> Cache | None:
+    def _prepared_cache(self, cache: Cache | None, use_cache: bool) -> Cache | None:
         if not use_cache:
             return None
-        if past_key_values is None:
+        if cache is None:
             return DynamicCache()  # grows one layer per index: self-attention 0..n-1, entity attention n..2n-1
-        if not isinstance(past_key_values, DynamicCache):
+        if not isinstance(cache, DynamicCache):
             raise ValueError(
-                f"GPT2E supports a DynamicCache only, got {type(past_key_values).__name__} (e.g. generate with the "
-                "default cache_implementation)."
+                f"GPT2E supports a DynamicCache only, got {type(cache).__name__} (e.g. generate with the default "
+                "cache_implementation)."
             )
         # A cache built from the config (as `generate` does) has one layer per block: add the entity attention's.
-        while len(past_key_values.layers) < 2 * self.config.n_layer:
-            past_key_values.layers.append(DynamicLayer())
-        return past_key_values
+        while len(cache.layers) < 2 * self.config.n_layer:
+            cache.layers.append(DynamicLayer())
+        return cache
 
 
 class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
@@ -540,13 +605,14 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         window_index: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> GPT2ECausalLMOutput | tuple:
         r"""
@@ -576,7 +642,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
             entity_states=entity_states,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            cache=_single_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_hidden_states=output_hidden_states,
@@ -594,16 +660,15 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         output = GPT2ECausalLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             entity_states=outputs.entity_states,
             hidden_states=outputs.hidden_states,
+            **{CACHE_NAME: outputs.cache},
         )
         return output if return_dict else output.to_tuple()
 
     def prepare_inputs_for_generation(
         self,
         input_ids: torch.LongTensor,
-        past_key_values: Cache | None = None,
         entity_ids: torch.LongTensor | None = None,
         entity_id_policy: Callable | None = None,
         entity_ids_appended: bool = False,
@@ -617,7 +682,9 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         the newest token's entity id per row, a `(batch_size,)` integer tensor. The policy needs the prompt's
         `entity_ids`; the ids are not reordered with beams, so use it with greedy search or sampling.
         """
-        model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
+        # The cache stays in `kwargs` under the installed transformers' name (`cache`, or `past_key_values` before
+        # 5.24): the parent puts it into the model inputs under that name, and `forward` takes both.
+        model_inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)
         if entity_ids is None:
             if entity_id_policy is not None:
                 raise ValueError(
@@ -636,6 +703,32 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         length = model_inputs["input_ids"].shape[1]
         model_inputs["entity_ids"] = entity_ids[:, -length:]
         return model_inputs
+
+    def _validate_generated_length(self, generation_config, input_ids_length: int, *args, **kwargs) -> None:
+        """Refuse, before the first step, a generation that would read positions beyond the position embeddings.
+
+        `generate` calls this once with the final `max_length` (prompt + `max_new_tokens`) — the same signature from
+        transformers 5.6 to 5.24. The last generated token is never read, so the model reads `max_length - 1`
+        positions; without this check the step that passes `n_positions` fails inside the position embedding.
+        """
+        super()._validate_generated_length(generation_config, input_ids_length, *args, **kwargs)
+        max_length, n_positions = generation_config.max_length, self.config.n_positions
+        longest = n_positions + 1  # prompt + new tokens
+        if max_length is None or max_length <= longest:
+            return
+        new_tokens = max_length - input_ids_length
+        fixes = []
+        if input_ids_length < longest:
+            fixes.append(f"lower max_new_tokens to at most {longest - input_ids_length}")
+        if new_tokens < longest:
+            fixes.append(f"keep only the last {longest - new_tokens} prompt tokens")
+        fix = " or ".join(fixes) or f"shorten the prompt and lower max_new_tokens to at most {longest} together"
+        raise ValueError(
+            f"The prompt ({input_ids_length} tokens) + max_new_tokens ({new_tokens}) = {max_length} tokens exceeds the "
+            f"model's n_positions={n_positions} position embeddings (the last generated token is never read, so "
+            f"prompt + max_new_tokens may be at most {longest}). To fix it, {fix}; or generate in windows, carrying "
+            "entity_states from one to the next."
+        )
 
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
         model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
@@ -736,6 +829,17 @@ def update_entity_states(
     mentioned = last_position >= 0
     gathered = hidden_states.gather(1, last_position.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden_states.shape[-1]))
     return torch.where(mentioned.unsqueeze(-1), gathered.to(entity_states.dtype), entity_states)
+
+
+def _check_not_empty(inputs: torch.Tensor) -> None:
+    """Refuse an input without tokens, which fails deep inside transformers' mask code with a bare IndexError."""
+    if inputs.ndim < 2 or inputs.shape[0] == 0 or inputs.shape[1] == 0:
+        name = "input_ids" if inputs.ndim == 2 else "inputs_embeds"
+        raise ValueError(
+            f"{name} has shape {tuple(inputs.shape)}: GPT2E needs a batch of at least one row of at least one token, "
+            "shaped (batch_size, sequence_length). Tokenize a non-empty text, or skip empty texts before calling the "
+            "model."
+        )
 
 
 def _token_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int, device: torch.device) -> torch.Tensor:

@@ -378,8 +378,11 @@ class PetraModel(PetraPreTrainedModel):
                     f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the encoder's own tokenizer."
                 )
             reference = input_ids
-        if reference.shape[1] == 0:
-            raise ValueError("The input has no tokens; PeTra needs at least one token per document.")
+        if 0 in reference.shape[:2]:
+            raise ValueError(
+                f"The input has shape {tuple(reference.shape[:2])} (documents, tokens): PeTra needs a batch of at "
+                "least one document of at least one token; skip empty texts before calling the model."
+            )
         if attention_mask is None:
             attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
         _check_same_shape(attention_mask, reference, "attention_mask", "the input")

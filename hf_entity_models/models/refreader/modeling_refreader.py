@@ -350,8 +350,11 @@ class RefReaderModel(RefReaderPreTrainedModel):
                     f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the model's own tokenizer."
                 )
             reference = input_ids
-        if reference.shape[1] == 0:
-            raise ValueError("The input has no tokens; the reader needs at least one token per document.")
+        if 0 in reference.shape[:2]:
+            raise ValueError(
+                f"The input has shape {tuple(reference.shape[:2])} (documents, tokens): the reader needs a batch of at "
+                "least one document of at least one token; skip empty texts before calling the model."
+            )
         if attention_mask is None:
             attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
         if tuple(attention_mask.shape) != tuple(reference.shape[:2]):

@@ -39,6 +39,7 @@ from .replacement import (
     TokenDefinitionEmbeddings,
     apply_definition_embeddings,
     compute_definition_embeddings,
+    read_task_texts,
 )
 from .training import build_definition_trainer, definition_training_arguments
 from .word_similarity import (
@@ -81,6 +82,7 @@ __all__ = [
     "number_word_definitions",
     "plot_embedding_projections",
     "read_glue",
+    "read_task_texts",
     "read_word_similarity",
     "read_wordnet_glosses",
     "remove_dominant_directions",

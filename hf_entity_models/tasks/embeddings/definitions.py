@@ -30,6 +30,7 @@ from typing import Any
 import datasets
 from transformers.utils import logging
 
+from ..text_files import named_decode_errors
 from .prompts import WordDefinition, build_definition_prompts
 
 logger = logging.get_logger(__name__)
@@ -76,8 +77,9 @@ def read_wordnet_glosses(path: str | os.PathLike, single_words_only: bool = True
 
     Raises:
         FileNotFoundError: If the file does not exist.
-        ValueError: If the header is not the WordNet layout, or a line has the wrong number of fields, an unknown
-            part of speech or an empty lemma / definition (naming ``file:line``).
+        ValueError: If the file is not UTF-8 text, is empty or has no gloss to keep, the header is not the WordNet
+            layout, or a line has the wrong number of fields, an unknown part of speech or an empty lemma /
+            definition (naming ``file:line``).
 
     Example:
         >>> glosses = read_wordnet_glosses("../shared/data/wordnet/wordnet30_glosses.tsv")  # doctest: +SKIP
@@ -89,8 +91,14 @@ def read_wordnet_glosses(path: str | os.PathLike, single_words_only: bool = True
         raise FileNotFoundError(f"No WordNet glosses file at {path}.")
     rows: dict[str, list[str]] = {column: [] for column in DEFINITION_COLUMNS}
     multi_word = 0
-    with path.open(encoding="utf-8") as handle:
-        header = handle.readline().rstrip("\n").rstrip("\r").split("\t")
+    with named_decode_errors(path, "WordNet glosses file"), path.open(encoding="utf-8") as handle:
+        first_line = handle.readline()
+        if not first_line.strip():
+            raise ValueError(
+                f"The WordNet glosses file {path} is empty; expected a tab-separated header "
+                f"{list(WORDNET_COLUMNS)} and one gloss per line."
+            )
+        header = first_line.rstrip("\n").rstrip("\r").split("\t")
         if tuple(header) != WORDNET_COLUMNS:
             raise ValueError(
                 f"{path}: the header is {header}, expected the WordNet glosses layout {list(WORDNET_COLUMNS)} "
@@ -120,6 +128,15 @@ def read_wordnet_glosses(path: str | os.PathLike, single_words_only: bool = True
             rows["word"].append(lemma.strip())
             rows["part_of_speech"].append(WORDNET_PARTS_OF_SPEECH[pos])
             rows["definition"].append(definition.strip())
+    if not rows["word"]:
+        raise ValueError(
+            f"The WordNet glosses file {path} has no gloss to keep: "
+            + (
+                f"all its {multi_word} lemmas have several words; pass single_words_only=False to keep them."
+                if multi_word
+                else "it has a header only; pass the full glosses file."
+            )
+        )
     if single_words_only:
         logger.info(
             f"{path.name}: kept {len(rows['word'])} single-word glosses, dropped {multi_word} rows whose lemma has "
@@ -266,6 +283,11 @@ def load_definitions(
 
 
 def _load_definitions_file(path: Path, single_words_only: bool) -> datasets.Dataset:
+    with named_decode_errors(path, "definitions file"):
+        return _read_definitions_file(path, single_words_only)
+
+
+def _read_definitions_file(path: Path, single_words_only: bool) -> datasets.Dataset:
     suffix = path.suffix.lower()
     if suffix == ".tsv":
         with path.open(encoding="utf-8") as handle:
@@ -308,6 +330,12 @@ def _load_definitions_file(path: Path, single_words_only: bool) -> datasets.Data
 
 
 def _checked_definitions(dataset: datasets.Dataset, source: str) -> datasets.Dataset:
+    if len(dataset) == 0:
+        # Nothing to learn from: a DefinitionEMB reader trained on no definitions replaces no embedding.
+        raise ValueError(
+            f"{source} holds no definitions (it is empty, or has a header only); give one row per word with the "
+            f"columns {list(DEFINITION_COLUMNS)}."
+        )
     missing = [column for column in DEFINITION_COLUMNS if column not in dataset.column_names]
     if missing:
         raise ValueError(

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
+from ..text_files import named_decode_errors
 from .collator import pad_sequences
 from .prompts import DefinitionPrompt, encoder_decoder_example, masked_one_at_a_time
 
@@ -405,6 +406,49 @@ tokenizer = AutoTokenizer.from_pretrained("{{ location }}")
 {% endfor %}
 </details>
 """
+
+
+def read_task_texts(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """The texts of a downstream task from plain-text files, one text per line (blank lines skipped).
+
+    These are the `task_texts` of `apply_definition_embeddings`: the task's training texts, whose tokens decide which
+    embeddings are replaced.
+
+    Args:
+        paths: One UTF-8 text file or several (read in the given order).
+
+    Returns:
+        The non-blank lines of all files, in order, without their line ends.
+
+    Raises:
+        FileNotFoundError: Naming a file that does not exist.
+        ValueError: Naming a file that is not UTF-8 text, or when the files hold no text at all.
+
+    Example:
+
+    ```python
+    >>> texts = read_task_texts(["mrpc-train-sentences.txt"])  # doctest: +SKIP
+
+    ```
+    """
+    files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not files:
+        raise ValueError("No task-text file was given: pass one or more text files, one text per line.")
+    texts: list[str] = []
+    for file in map(Path, files):
+        if not file.is_file():
+            raise FileNotFoundError(f"The task-text file {file} does not exist.")
+        with named_decode_errors(file, "task-text file"):
+            # Split at line ends only: str.splitlines would also split a text at characters such as U+2028.
+            lines = file.read_text(encoding="utf-8").split("\n")
+        texts += [line.rstrip("\r") for line in lines if line.strip()]
+    if not texts:
+        raise ValueError(
+            f"The task-text file{'s' if len(files) > 1 else ''} {', '.join(str(f) for f in files)} hold"
+            f"{'' if len(files) > 1 else 's'} no text (empty or blank lines only): give the task's training texts, "
+            "one per line."
+        )
+    return texts
 
 
 def apply_definition_embeddings(

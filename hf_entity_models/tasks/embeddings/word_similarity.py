@@ -14,6 +14,8 @@ from typing import Any, Literal
 import torch
 from transformers.utils import logging
 
+from ..text_files import named_decode_errors
+
 logger = logging.get_logger(__name__)
 
 # The four datasets of the paper's Tables 2 and 28, by their file names in mfaruqui/eval-word-vectors.
@@ -56,7 +58,8 @@ def read_word_similarity(path: str | Path) -> list[tuple[str, str, float]]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a line without exactly three fields or with a non-numeric score, or no pair at all.
+        ValueError: a file that is not UTF-8 text, a line without exactly three fields or with a non-numeric score,
+            or no pair at all.
 
     Example:
 
@@ -70,7 +73,7 @@ def read_word_similarity(path: str | Path) -> list[tuple[str, str, float]]:
     if not path.is_file():
         raise FileNotFoundError(f"No word-similarity file at {path}.")
     pairs = []
-    with path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "word-similarity file"), path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields or fields[0].startswith("#"):

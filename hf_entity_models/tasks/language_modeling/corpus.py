@@ -45,6 +45,8 @@ import datasets
 from datasets.fingerprint import Hasher
 from transformers.utils import logging
 
+from ..text_files import conll_files_in, named_decode_errors, not_utf8_error
+
 logger = logging.get_logger(__name__)
 
 __all__ = [
@@ -90,8 +92,8 @@ def read_gap_texts(path: str | Path) -> list[str]:
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file is empty, has no ``Text`` column, a row has the wrong number of fields, or a text
-            is empty.
+        ValueError: If the file is not UTF-8 text, is empty, has no ``Text`` column, a row has the wrong number of
+            fields, or a text is empty.
 
     Example:
         >>> texts = read_gap_texts("gap/gap-development.tsv")  # doctest: +SKIP
@@ -100,7 +102,7 @@ def read_gap_texts(path: str | Path) -> list[str]:
     """
     path = _existing_file(path, "GAP TSV file")
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
-    with path.open(encoding="utf-8", newline="") as handle:
+    with named_decode_errors(path, "GAP file"), path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
@@ -184,7 +186,7 @@ def read_squad_contexts(path_or_paths: str | Path | Sequence[str | Path]) -> lis
 def read_litbank_documents(conll_dir: str | Path) -> list[str]:
     """Read the documents (books) of a folder of CoNLL-2012 files, such as LitBank's, as plain text.
 
-    Every ``*.conll`` file of the folder is read in sorted file-name order; every ``#begin document`` ...
+    Every CoNLL file of the folder (``*.conll``, or OntoNotes' ``*_conll``) is read in sorted file-name order; every ``#begin document`` ...
     ``#end document`` block becomes one string. The word is the 4th column (index 3) of a token line; blank lines
     separate sentences; other columns (coreference included) are ignored.
 
@@ -200,8 +202,8 @@ def read_litbank_documents(conll_dir: str | Path) -> list[str]:
         One string per document, in file order then document order.
 
     Raises:
-        FileNotFoundError: If the folder does not exist or holds no ``.conll`` file.
-        ValueError: If a token line has fewer than 4 columns, a token appears outside a document, or documents are
+        FileNotFoundError: If the folder does not exist or holds no CoNLL file (naming the patterns searched).
+        ValueError: If a file is not UTF-8 text, a token line has fewer than 4 columns, a token appears outside a document, or documents are
             not properly opened and closed.
 
     Example:
@@ -210,13 +212,14 @@ def read_litbank_documents(conll_dir: str | Path) -> list[str]:
         'Chapter 1 Sir Walter Elliot'
     """
     folder = Path(conll_dir)
+    if folder.is_file():
+        raise FileNotFoundError(
+            f"{folder} is a file, but a folder of CoNLL files is expected here: pass the folder ({folder.parent})."
+        )
     if not folder.is_dir():
         raise FileNotFoundError(f"The CoNLL folder {folder} does not exist (expected a folder of .conll files).")
-    files = sorted(folder.glob("*.conll"))
-    if not files:
-        raise FileNotFoundError(f"The CoNLL folder {folder} holds no .conll file.")
     documents = []
-    for path in files:
+    for path in conll_files_in(folder, files_accepted=False):
         documents.extend(_read_conll_documents(path))
     return documents
 
@@ -664,7 +667,9 @@ def _iter_squad_contexts(path: Path):
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
             payload = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as error:
+    except UnicodeDecodeError as error:
+        raise not_utf8_error(path, "SQuAD JSON file", error) from error
+    except (json.JSONDecodeError, OSError) as error:
         raise ValueError(f"{path} is not a (gzipped) SQuAD JSON file: {error}") from error
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise ValueError(f"{path} is not in the SQuAD layout: expected a JSON object with a 'data' list of articles.")
@@ -685,7 +690,7 @@ def _read_conll_documents(path: Path) -> list[str]:
     documents: list[str] = []
     tokens: list[str] | None = None  # the open document's tokens; None outside a document
     name = ""
-    with path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "CoNLL file"), path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             line = line.rstrip("\n").rstrip("\r")
             if line.startswith("#begin document"):

@@ -42,6 +42,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers.utils import logging
 
+from ..text_files import conll_files_in, named_decode_errors
 from .collator import LanguageModelingCollator
 
 logger = logging.get_logger(__name__)
@@ -141,19 +142,19 @@ def read_conll_coreference(path_or_paths: str | Path | Sequence[str | Path]) -> 
     words without coreference), else separated by runs of spaces (OntoNotes). Blank lines (sentence ends) are skipped.
 
     Args:
-        path_or_paths: A ``.conll`` file, a folder (all its ``*.conll`` files in sorted name order), or a sequence of
-            files and folders (in the given order).
+        path_or_paths: A ``.conll`` file, a folder (all its ``*.conll`` and OntoNotes ``*_conll`` files, in sorted
+            name order), or a sequence of files and folders (in the given order).
 
     Returns:
         The documents in file order, then in order within each file.
 
     Raises:
-        FileNotFoundError: If a path does not exist or a folder holds no ``.conll`` file.
+        FileNotFoundError: If a path does not exist or a folder holds no CoNLL file (naming the patterns searched).
         TypeError: If ``path_or_paths`` is not a path or a sequence of paths.
-        ValueError: Naming ``file:line`` and the fix, for unbalanced brackets (a close without an open of that
-            cluster, a mention still open at ``#end document``), a document never closed (or a ``#begin`` inside
-            one), a token line outside a document or with fewer than 5 columns, an unreadable coreference item, a
-            document without words, or the same (name, part) twice.
+        ValueError: Naming the file, if it is not UTF-8 text. Naming ``file:line`` and the fix, for unbalanced
+            brackets (a close without an open of that cluster, a mention still open at ``#end document``), a
+            document never closed (or a ``#begin`` inside one), a token line outside a document or with fewer than 5
+            columns, an unreadable coreference item, a document without words, or the same (name, part) twice.
 
     Example:
         >>> documents = read_conll_coreference("litbank/conll")  # doctest: +SKIP
@@ -239,14 +240,13 @@ def _conll_files(path_or_paths: str | Path | Sequence[str | Path]) -> list[Path]
             f"{type(path_or_paths).__name__}."
         )
     if not entries:
-        raise ValueError("read_conll_coreference got an empty list of files.")
+        raise ValueError(
+            "No CoNLL file was given (an empty list): pass a folder of CoNLL files, a file, or a list of them."
+        )
     files: list[Path] = []
     for entry in map(Path, entries):
         if entry.is_dir():
-            found = sorted(entry.glob("*.conll"))
-            if not found:
-                raise FileNotFoundError(f"The folder {entry} holds no .conll file.")
-            files.extend(found)
+            files.extend(conll_files_in(entry))
         elif entry.is_file():
             files.append(entry)
         else:
@@ -269,7 +269,7 @@ def _read_coreference_file(path: Path) -> list[CorefDocument]:
     documents: list[CorefDocument] = []
     current: _OpenDocument | None = None
     line_number = 0
-    with path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "CoNLL file"), path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             line = line.rstrip("\n").rstrip("\r")
             where = f"{path}:{line_number}"
@@ -1023,7 +1023,7 @@ def read_lambada(path: str | Path) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"The LAMBADA file {path} does not exist.")
     texts = []
-    with path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "LAMBADA file"), path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             where = f"{path}:{line_number}"
             if not line.strip():
