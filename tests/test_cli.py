@@ -119,7 +119,7 @@ def test_train_on_the_synthetic_corpus_writes_a_loadable_checkpoint(tmp_path, ca
     output = tmp_path / "trained"
     with cli_training_on_the_cpu():  # its threshold is re-found by `evaluate` (CPU) below
         status, out, err = run_cli(
-            capsys, "train", "--synthetic", 24, "--synthetic-validation", 10, "--encoder", encoder,
+            capsys, "train", "petra", "--synthetic", 24, "--synthetic-validation", 10, "--encoder", encoder,
             "--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells", 3, "--memory-variant", "learned_init",
             "--config-overrides", '{"encoder_layers": [-2, -1], "dropout": 0.1}',
             "--epochs", 2, "--batch-size", 8, "--learning-rate", 0.005, "--output-dir", output, "--threads", 1,
@@ -152,12 +152,13 @@ def test_train_on_the_synthetic_corpus_writes_a_loadable_checkpoint(tmp_path, ca
 
 
 def test_train_refuses_unknown_config_fields_and_missing_data(capsys):
-    status, _, err = run_cli(capsys, "train", "--synthetic", 8, "--config-overrides", '{"hiden_size": 8}',
+    status, _, err = run_cli(capsys, "train", "petra", "--synthetic", 8, "--config-overrides", '{"hiden_size": 8}',
                              "--output-dir", "unused")
     assert status == 1 and "hiden_size" in err and "Traceback" not in err
-    status, _, err = run_cli(capsys, "train", "--output-dir", "unused")
+    status, _, err = run_cli(capsys, "train", "petra", "--output-dir", "unused")
     assert status == 1 and "--synthetic" in err
-    status, _, err = run_cli(capsys, "train", "--synthetic", 8, "--config-overrides", "[1]", "--output-dir", "unused")
+    status, _, err = run_cli(capsys, "train", "petra", "--synthetic", 8, "--config-overrides", "[1]",
+                             "--output-dir", "unused")
     assert status == 2 and "JSON object" in err
 
 
@@ -319,9 +320,9 @@ def encoder_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module", params=sorted(REFREADER_MODES))
 def trained_refreader(request, tmp_path_factory, encoder_folder) -> dict:
-    """`hf-entity train --model refreader` in one mode: the checkpoint folder, the mode and what train printed."""
+    """`hf-entity train refreader` in one mode: the checkpoint folder, the mode and what train printed."""
     output = tmp_path_factory.mktemp(f"refreader-{request.param}") / "trained"
-    argv = ["train", "--model", "refreader", "--encoder", encoder_folder, *REFREADER_TRAIN,
+    argv = ["train", "refreader", "--encoder", encoder_folder, *REFREADER_TRAIN,
             *REFREADER_MODES[request.param], "--output-dir", output]
     stdout, stderr = io.StringIO(), io.StringIO()
     # On the CPU: test_refreader_evaluate_finds_the_threshold_tuned_in_training re-finds its threshold with `evaluate`.
@@ -437,7 +438,7 @@ def test_train_refreader_from_a_language_model_checkpoint(tmp_path, capsys):
     AutoTokenizer.from_pretrained(MINILM).save_pretrained(language_model_folder)
     output = tmp_path / "trained"
     status, out, err = run_cli(
-        capsys, "train", "--model", "refreader", "--incremental", "--init-from", language_model_folder,
+        capsys, "train", "refreader", "--incremental", "--init-from", language_model_folder,
         "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--batch-size", 8, "--threads", 1,
         "--learning-rate", 1e-9, "--config-overrides", '{"dropout": 0.25}', "--output-dir", output,
     )
@@ -452,7 +453,7 @@ def test_train_refreader_from_a_language_model_checkpoint(tmp_path, capsys):
             torch.testing.assert_close(trained[name], value, atol=1e-6, rtol=0, msg=name)
     assert AutoTokenizer.from_pretrained(output).is_fast
 
-    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", language_model_folder,
+    status, _, err = run_cli(capsys, "train", "refreader", "--init-from", language_model_folder,
                              "--synthetic", 8, "--hidden-size", 4, "--output-dir", tmp_path / "unused")
     assert status == 1 and "change the shapes" in last_line(err) and "hidden_size" in last_line(err)
 
@@ -464,12 +465,12 @@ def test_init_from_a_checkpoint_without_tokenizer_uses_the_encoder_tokenizer(tmp
             RefReaderConfig(vocab_size=vocab_size, embedding_size=8, hidden_size=8, key_size=4)
         ).save_pretrained(folder)
     output = tmp_path / "trained"
-    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", fits, "--encoder", encoder_folder,
+    status, _, err = run_cli(capsys, "train", "refreader", "--init-from", fits, "--encoder", encoder_folder,
                              "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--threads", 1,
                              "--output-dir", output)
     assert status == 0, err
     assert len(AutoTokenizer.from_pretrained(output)) == 30522
-    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", too_small, "--synthetic", 8,
+    status, _, err = run_cli(capsys, "train", "refreader", "--init-from", too_small, "--synthetic", 8,
                              "--output-dir", tmp_path / "unused")
     assert status == 1 and "the tokenizer has 30522 tokens" in last_line(err) and "vocabulary of 100" in last_line(err)
 
@@ -477,37 +478,58 @@ def test_init_from_a_checkpoint_without_tokenizer_uses_the_encoder_tokenizer(tmp
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--model", "refreader", "--memory-variant", "vanilla"], "--memory-variant only apply to --model petra"),
-        (["--model", "refreader", "--mlp-hidden-size", 8], "--mlp-hidden-size only apply to --model petra"),
-        (["--incremental"], "--incremental applies to --model refreader only"),
-        (["--model", "refreader", "--config-overrides", '{"mlp_hidden_size": 8}'],
-         "unknown field(s) ['mlp_hidden_size'] for --model refreader; RefReaderConfig fields are"),
-        (["--config-overrides", '{"entity_half_life": 4}'], "unknown field(s) ['entity_half_life'] for --model petra"),
-        (["--model", "refreader", "--incremental", "--config-overrides", '{"vocab_size": 99}'], "tokenizer"),
-        (["--model", "refreader", "--incremental", "--config-overrides", '{"encoder_layers": [-1]}'], "no encoder"),
-        (["--model", "refreader", "--init-from", "no/such/folder/here"], "does not exist"),
+        (["refreader", "--config-overrides", '{"mlp_hidden_size": 8}'],
+         "unknown field(s) ['mlp_hidden_size'] for `train refreader`; RefReaderConfig fields are"),
+        (["petra", "--config-overrides", '{"entity_half_life": 4}'], "unknown field(s) ['entity_half_life'] for `train petra`"),
+        (["refreader", "--incremental", "--config-overrides", '{"vocab_size": 99}'], "tokenizer"),
+        (["refreader", "--incremental", "--config-overrides", '{"encoder_layers": [-1]}'], "no encoder"),
+        (["refreader", "--init-from", "no/such/folder/here"], "does not exist"),
     ],
 )
-def test_train_refuses_options_the_model_does_not_have(tmp_path, capsys, argv, message):
-    status, out, err = run_cli(capsys, "train", "--synthetic", 8, *argv, "--output-dir", tmp_path / "unused")
+def test_train_refuses_config_fields_the_model_does_not_have(tmp_path, capsys, argv, message):
+    status, out, err = run_cli(capsys, "train", argv[0], "--synthetic", 8, *argv[1:], "--output-dir", tmp_path / "unused")
     assert status == 1
-    assert last_line(err).startswith("hf-entity train: error: ") and message in last_line(err)
+    assert last_line(err).startswith(f"hf-entity train {argv[0]}: error: ") and message in last_line(err)
     assert "Traceback" not in err and out == ""
 
 
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["refreader", "--memory-variant", "vanilla"], "--memory-variant"),
+        (["refreader", "--mlp-hidden-size", 8], "--mlp-hidden-size"),
+        (["petra", "--incremental"], "--incremental"),
+        (["petra", "--squad", "train.json"], "--squad"),
+        (["petra", "--conll", "books"], "--conll"),
+    ],
+)
+def test_each_model_command_has_only_its_own_options(tmp_path, capsys, argv, option):
+    """Options of another model are not options of this model's command: argparse refuses them (bad usage)."""
+    status, out, err = run_cli(capsys, "train", *argv, "--synthetic", 8, "--output-dir", tmp_path / "unused")
+    assert status == 2 and out == ""
+    assert f"hf-entity train {argv[0]}: error: unrecognized arguments: {option}" in err
+
+
 def test_train_refuses_a_checkpoint_of_another_model(checkpoint, tmp_path, capsys):
-    status, _, err = run_cli(capsys, "train", "--model", "refreader", "--init-from", checkpoint, "--synthetic", 8,
+    status, _, err = run_cli(capsys, "train", "refreader", "--init-from", checkpoint, "--synthetic", 8,
                              "--output-dir", tmp_path / "unused")
     assert status == 1 and "holds a 'petra' model" in last_line(err)
 
 
-def test_train_help_names_both_models_and_their_defaults(capsys):
+def test_train_help_names_each_model_and_each_model_its_own_options(capsys):
     status, out, _ = run_cli(capsys, "train", "--help")
     assert status == 0
+    assert all(model in out for model in ("petra", "refreader", "forcereader", "gpt2e"))
+    assert not any(option in out for option in ("--memory-variant", "--squad", "--conll")), "each model lists its own"
+    status, out, _ = run_cli(capsys, "train", "petra", "--help")
     text = " ".join(out.split())
-    assert "PeTra or the Referential Reader" in text and "refreader (Referential Reader)" in text
-    assert "default: PeTra 10, paper range 2-20; Referential Reader 2" in text
-    assert "PeTra only: memory variant" in text and "--incremental" in text and "--init-from" in text
+    assert status == 0 and "memory cells (default: 10, paper range 2-20)" in text and "--memory-variant" in text
+    assert not any(option in text for option in ("--incremental", "--squad", "--conll", "--n-layer", "--preset"))
+    status, out, _ = run_cli(capsys, "train", "refreader", "--help")
+    text = " ".join(out.split())
+    assert status == 0 and "--incremental" in text and "--init-from" in text and "(default: 2; the paper uses 2 or 4)" in text
+    assert "--memory-variant" not in text and "--mlp-hidden-size" not in text
+    assert "torch intra-op CPU threads used for training and encoding the features" in text
     assert "PeTra, Referential Reader" in build_parser().description
 
 

@@ -15,7 +15,9 @@ from conftest import run_cli, tiny_encoder_config, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoTokenizer, BertModel
 
-import hf_entity_models.cli as cli
+import hf_entity_models.cli.checkpoints as cli_checkpoints
+import hf_entity_models.cli.coreference as cli_coreference
+import hf_entity_models.cli.training as cli_training
 from hf_entity_models import AutoModelForCoreference, PetraForCoreference
 from hf_entity_models.cli import main
 from hf_entity_models.tasks.coreference.synthetic import write_people_corpus_tsv
@@ -55,9 +57,9 @@ def gap_file(tmp_path_factory) -> Path:
     return write_people_corpus_tsv(tmp_path_factory.mktemp("data") / "people.tsv", 6, seed=5, id_prefix="t")
 
 
-def tiny_training(encoder_folder: Path) -> list:
+def tiny_training(encoder_folder: Path, data: tuple = ("--synthetic", 8, "--synthetic-validation", 4)) -> list:
     """The smallest `train` run: 8 rows, one epoch, a one-layer encoder, 8 hidden units."""
-    return ["train", "--synthetic", 8, "--synthetic-validation", 4, "--epochs", 1, "--batch-size", 8,
+    return ["train", "petra", *data, "--epochs", 1, "--batch-size", 8,
             "--threads", 1, "--encoder", encoder_folder, "--hidden-size", 8, "--mlp-hidden-size", 8,
             "--num-memory-cells", 2, "--config-overrides", '{"encoder_layers": [-1]}']
 
@@ -98,8 +100,8 @@ def no_work(monkeypatch):
     def refuse(*args, **kwargs):
         pytest.fail("the output paths must be checked before any data or model is loaded")
 
-    for name in ("_training_data", "_build_model", "_load_checkpoint", "_coreference_pipeline"):
-        monkeypatch.setattr(cli, name, refuse)
+    for name in ("training_data", "build_model", "load_coreference_checkpoint", "coreference_pipeline"):
+        monkeypatch.setattr(cli_coreference, name, refuse)
 
 
 # --------------------------------------------------------------------------------------- train: output folders
@@ -133,9 +135,13 @@ def _users_trainer_folder(root: Path) -> Path:
 @pytest.mark.parametrize(
     "make_output, make_trainer, message",
     [
-        (_users_folder, None, "is not empty and is not a checkpoint of this package (it holds README.md, config.json)"),
-        (_checkpoint_with_notes, None, "is not a checkpoint of this package"),
-        (_other_library_checkpoint, None, "is not a checkpoint of this package"),
+        (_users_folder, None, "is not empty and is not a checkpoint of this package (its config.json names no "
+         "model of this package); choose a new or empty folder, or pass --overwrite to replace README.md, "
+         "config.json and keep everything else"),
+        (_checkpoint_with_notes, None, "is not a checkpoint of this package (it holds notes.txt, which is not part of "
+         "a checkpoint)"),
+        (_other_library_checkpoint, None, "is not a checkpoint of this package (its config.json names no model of "
+         "this package)"),
         (None, _users_trainer_folder, "--trainer-dir"),
     ],
     ids=["users-folder", "checkpoint-with-users-notes", "other-library-checkpoint", "users-trainer-folder"],
@@ -148,7 +154,7 @@ def test_train_refuses_a_folder_that_holds_the_users_files(
     before = snapshot(tmp_path)
     status, out, err = run_cli(capsys, *tiny_training(encoder_folder), "--output-dir", output, "--trainer-dir", trainer)
     assert status == 1 and out == ""
-    line = one_error_line(err, "train")
+    line = one_error_line(err, "train petra")
     assert message in line and "--overwrite" in line
     assert snapshot(tmp_path) == before
 
@@ -182,7 +188,7 @@ def test_train_checks_every_output_path_before_any_work(
     before = snapshot(tmp_path)
     status, _, err = run_cli(capsys, *tiny_training(encoder_folder), *argv, "--overwrite")
     assert status == 1
-    assert message in one_error_line(err, "train")
+    assert message in one_error_line(err, "train petra")
     assert snapshot(tmp_path) == before
 
 
@@ -227,7 +233,7 @@ def test_an_interrupted_save_leaves_the_old_checkpoint_untouched(
         written.extend(path.parent.iterdir())
         raise failure
 
-    monkeypatch.setattr(cli, "_write_json", fail_after_the_weights)
+    monkeypatch.setattr(cli_training, "write_json", fail_after_the_weights)
     status, _, err = run_cli(capsys, *tiny_training(encoder_folder), "--output-dir", output)
     assert status == status_code
     assert "model.safetensors" in {path.name for path in written}, "the failure came after the new weights"
@@ -292,7 +298,7 @@ def test_checkpoint_file_allow_list(tmp_path, name, uploaded):
     path = tmp_path / name
     if not path.exists():
         _write(path)
-    assert (path in cli._checkpoint_entries(tmp_path)) is uploaded
+    assert (path in cli_checkpoints.checkpoint_entries(tmp_path)) is uploaded
 
 
 # -------------------------------------------------------------------------------------- --output of evaluate, predict
@@ -378,11 +384,11 @@ def test_a_damaged_init_from_checkpoint_is_one_line(tmp_path, checkpoint, encode
                                         "--output-dir", tmp_path / "out"]])
     _, err = capfd.readouterr()
     assert status == 1
-    assert "model.safetensors is damaged or incomplete" in one_error_line(err, "train")
+    assert "model.safetensors is damaged or incomplete" in one_error_line(err, "train petra")
 
 
-def test_a_checkpoint_whose_load_warns_still_shows_the_warning(tmp_path, checkpoint, capsys, transformers_log):
-    """Holding back transformers' load report for a failed load must not swallow it when the load succeeds."""
+def test_a_checkpoint_that_lacks_a_weight_is_refused_in_one_line(tmp_path, checkpoint, capsys, transformers_log):
+    """A weight the model needs but the file lacks would be initialised at random: refused, naming the file."""
     folder = shutil.copytree(checkpoint, tmp_path / "petra")
     from safetensors.torch import load_file, save_file
 
@@ -390,9 +396,12 @@ def test_a_checkpoint_whose_load_warns_still_shows_the_warning(tmp_path, checkpo
     name = next(key for key in weights if key.endswith("entity_mlp.output_layer.bias"))
     del weights[name]
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
-    status, _, err = run_cli(capsys, "predict", folder, "--text", TEXT)
-    assert status == 0, err
-    assert "MISSING" in transformers_log.getvalue() and name in transformers_log.getvalue()
+    status, out, err = run_cli(capsys, "predict", folder, "--text", TEXT)
+    assert status == 1 and out == ""
+    line = one_error_line(err, "predict")
+    assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
+    assert f"1 weight(s) the model needs are missing ({name})" in line
+    assert transformers_log.getvalue() == "", "the load report of a refused load is replaced by the one line"
 
 
 # ---------------------------------------------------------------------------------------------------- tokenizer
@@ -406,3 +415,149 @@ def test_a_checkpoint_without_its_tokenizer_file_is_refused_in_one_line(tmp_path
     assert status == 1 and out == ""
     line = one_error_line(err, command)
     assert f"the tokenizer of {folder} does not fit its model" in line and "30522" in line
+
+
+# ------------------------------------------------------------------------------------- inputs inside the output
+def test_train_refuses_an_output_folder_that_holds_its_data_even_with_overwrite(tmp_path, encoder_folder, capsys,
+                                                                               no_work):
+    project = tmp_path / "proj"
+    train = write_people_corpus_tsv(project / "data" / "train.tsv", 8, seed=1, id_prefix="t")
+    validation = write_people_corpus_tsv(project / "data" / "val.tsv", 4, seed=2, id_prefix="v")
+    before = snapshot(tmp_path)
+    argv = tiny_training(encoder_folder, data=("--train", train, "--validation", validation))
+    status, _, err = run_cli(capsys, *argv, "--output-dir", project, "--overwrite")
+    assert status == 1
+    assert f"--output-dir {project} contains --train {train}, an input of this run" in one_error_line(err, "train petra")
+    assert snapshot(tmp_path) == before
+
+
+def test_train_refuses_an_output_folder_that_is_its_init_from_checkpoint(tmp_path, checkpoint, encoder_folder,
+                                                                        capsys, no_work):
+    folder = shutil.copytree(checkpoint, tmp_path / "petra")
+    status, _, err = run_cli(capsys, *tiny_training(encoder_folder), "--init-from", folder, "--output-dir", folder)
+    assert status == 1 and f"contains --init-from {folder}" in one_error_line(err, "train petra")
+
+
+def test_overwrite_replaces_only_the_checkpoint_files_and_keeps_the_users(tmp_path, encoder_folder, capsys):
+    project = _users_folder(tmp_path)  # README.md and config.json of the user's: checkpoint names, replaced
+    _write(project / "notes.txt", "what I tried")
+    _write(project / "results" / "table.csv", "f1\n0.5\n")
+    _write(project / "tokenizer.json", "{}")  # the user's, with a checkpoint file's name: replaced too
+    status, _, err = run_cli(capsys, *tiny_training(encoder_folder), "--output-dir", project)
+    assert status == 1
+    line = one_error_line(err, "train petra")
+    # The refusal lists the user's own entries, and what --overwrite would replace.
+    assert "(it holds notes.txt, results/, which are not part of a checkpoint)" in line
+    assert "pass --overwrite to replace README.md, config.json, tokenizer.json and keep everything else" in line
+    status, _, err = run_cli(capsys, *tiny_training(encoder_folder), "--output-dir", project, "--overwrite")
+    assert status == 0, err
+    assert (project / "notes.txt").read_text() == "what I tried"
+    assert (project / "results" / "table.csv").read_text() == "f1\n0.5\n"
+    assert isinstance(AutoModelForCoreference.from_pretrained(project), PetraForCoreference)
+    assert AutoTokenizer.from_pretrained(project).is_fast
+    assert not any(path.name.startswith(".") for path in [*tmp_path.iterdir(), *project.iterdir()])
+    # Trained again: the checkpoint's files (its code, its report) are replaced, the user's stay.
+    status, _, err = run_cli(capsys, *tiny_training(encoder_folder), "--seed", 1, "--output-dir", project, "--overwrite")
+    assert status == 0, err
+    checkpoint_files = cli_checkpoints.checkpoint_entries(project)
+    kept = sorted(path.name for path in project.iterdir() if path not in checkpoint_files)
+    assert kept == ["notes.txt", "results", "validation_results.json"]
+
+
+def test_a_trainer_dir_that_the_run_created_and_left_empty_is_removed(tmp_path):
+    trainer = tmp_path / "trainer"
+    with cli_training.trainer_folder(str(trainer)) as folder:
+        Path(folder).mkdir()  # what the Trainer does at start, whether or not it saves anything
+    assert not trainer.exists()
+    with cli_training.trainer_folder(str(trainer)) as folder:
+        _write(Path(folder) / "checkpoint-1" / "model.safetensors")
+    assert (trainer / "checkpoint-1" / "model.safetensors").is_file(), "what the Trainer saved stays"
+    users = _write(tmp_path / "users" / "notes.txt").parent
+    with cli_training.trainer_folder(str(users)):
+        pass
+    assert (users / "notes.txt").is_file()
+    with cli_training.trainer_folder(None) as folder:
+        temporary = Path(folder)
+        assert temporary.is_dir()
+    assert not temporary.exists()
+
+
+# ------------------------------------------------------------------------------------------- push: what is a model
+def _refuse_the_hub(monkeypatch):
+    from huggingface_hub import HfApi
+
+    for name in ("create_repo", "create_commit"):
+        monkeypatch.setattr(HfApi, name, lambda *args, **kwargs: pytest.fail("must not reach the Hub"))
+
+
+@pytest.mark.parametrize("link_name", ["vocab.txt", "modeling_petra.py"])
+def test_push_refuses_a_checkpoint_file_that_is_a_link(tmp_path, checkpoint, monkeypatch, capsys, link_name):
+    folder = shutil.copytree(checkpoint, tmp_path / "petra")
+    outside = _write(tmp_path / "elsewhere" / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (folder / link_name).unlink(missing_ok=True)
+    (folder / link_name).symlink_to(outside)
+    _refuse_the_hub(monkeypatch)
+    status, out, err = run_cli(capsys, "push", folder, "me/petra")
+    assert status == 1 and out == ""
+    line = one_error_line(err, "push")
+    assert f"{link_name} -> {outside}" in line and "symbolic links" in line
+
+
+@pytest.mark.parametrize(
+    "config, weights, message",
+    [
+        ({"mine": True}, False, "config.json names no model_type"),
+        ({"model_type": "my-own-thing"}, True, "names the unknown model_type 'my-own-thing'"),
+        ({"model_type": "petra"}, False, "has no weights (model.safetensors or model.safetensors.index.json)"),
+    ],
+    ids=["no-model-type", "unknown-model-type", "no-weights"],
+)
+def test_push_refuses_a_folder_that_is_not_a_saved_model(tmp_path, monkeypatch, capsys, config, weights, message):
+    folder = tmp_path / "mine"
+    _write(folder / "config.json", json.dumps(config))
+    _write(folder / "README.md", "# my notes\n")
+    if weights:
+        _write(folder / "model.safetensors", "not really")
+    _refuse_the_hub(monkeypatch)
+    status, _, err = run_cli(capsys, "push", folder, "me/mine")
+    assert status == 1 and message in one_error_line(err, "push")
+
+
+# -------------------------------------------------------------------------------------------- no tokenizer files
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_checkpoint_without_tokenizer_files_names_them(tmp_path, checkpoint, gap_file, capsys, command):
+    folder = shutil.copytree(checkpoint, tmp_path / "petra")
+    for path in folder.iterdir():
+        if path.name in cli_checkpoints.TOKENIZER_FILE_NAMES or path.name == "special_tokens_map.json":
+            path.unlink()
+    argv = ["evaluate", folder, gap_file] if command == "evaluate" else ["predict", folder, "--text", TEXT]
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 1 and out == ""
+    line = one_error_line(err, command)
+    assert f"no tokenizer files (tokenizer.json / tokenizer_config.json / vocab.txt / ...) in {folder}" in line
+    assert "sentencepiece" not in line
+
+
+def test_an_encoder_without_tokenizer_files_names_them(tmp_path, capsys):
+    encoder = tmp_path / "encoder"
+    BertModel(tiny_encoder_config(num_hidden_layers=1)).save_pretrained(encoder)
+    status, _, err = run_cli(capsys, "train", "petra", "--synthetic", 8, "--encoder", encoder,
+                             "--output-dir", tmp_path / "out")
+    assert status == 1
+    assert f"no tokenizer files (tokenizer.json / tokenizer_config.json / vocab.txt / ...) in {encoder}" in \
+        one_error_line(err, "train petra")
+
+
+def test_a_new_checkpoint_file_named_like_a_users_folder_is_kept_aside(tmp_path):
+    """With --overwrite, the user's entries stay; one whose name the new checkpoint needs (a folder called
+    tokenizer.json) stops the move, leaves the folder as it was and keeps the new checkpoint in its staging folder."""
+    project = tmp_path / "project"
+    _write(project / "notes.txt", "mine")
+    _write(project / "tokenizer.json" / "my-notes.md", "a folder of mine")
+    before = snapshot(project)
+    with pytest.raises(cli_training.CliError, match="holds tokenizer.json of yours") as refused:
+        with cli_training.replacing_checkpoint(project) as staging:
+            _write(staging / "config.json", "{}")
+            _write(staging / "tokenizer.json", "{}")
+    assert snapshot(project) == before
+    assert f"the new checkpoint is in {staging}" in str(refused.value) and (staging / "config.json").is_file()

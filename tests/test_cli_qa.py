@@ -1,4 +1,4 @@
-"""`hf-entity` for extractive question answering, in-process: `train --model forcereader` on real SQuAD questions
+"""`hf-entity` for extractive question answering, in-process: `train forcereader` on real SQuAD questions
 (split by article, or a separate validation file; SQuAD 1.1 and 2.0) writes a checkpoint that loads through
 AutoModelForQuestionAnswering and the pipeline; `evaluate` gives the scores of `evaluate_squad` (for ForceReader and
 for a plain BertForQuestionAnswering folder); `predict` prints the pipeline's answers with character offsets and
@@ -19,7 +19,7 @@ from conftest import SHARED_DATA, error_line, run_cli, tiny_encoder_config, tiny
 from hub_server import LoopbackHub
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, BertForQuestionAnswering, BertModel, pipeline
 
-import hf_entity_models.cli as cli
+import hf_entity_models.cli.question_answering as cli_qa
 from hf_entity_models import ForceReaderForQuestionAnswering, PetraForCoreference
 from hf_entity_models.cli import main
 from hf_entity_models.tasks.question_answering import evaluate_squad, load_squad
@@ -75,12 +75,12 @@ def data(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, encoder_folder) -> dict:
-    """`train --model forcereader` on the shared SQuAD 1.1 file, split by article."""
+    """`train forcereader` on the shared SQuAD 1.1 file, split by article."""
     output = tmp_path_factory.mktemp("runs") / "forcereader"
     out, err = io.StringIO(), io.StringIO()  # capsys is per test; this run serves the whole module
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([str(arg) for arg in [
-            "train", "--model", "forcereader", "--squad", SQUAD_V1, "--validation-articles", 1, "--train-articles", 2,
+            "train", "forcereader", "--squad", SQUAD_V1, "--validation-articles", 1, "--train-articles", 2,
             "--max-train-rows", 16, "--max-validation-rows", 6, *QUICK, "--encoder", encoder_folder,
             "--config-overrides", '{"interaction_channels": 8}', "--output-dir", output,
         ]])
@@ -132,7 +132,7 @@ def test_train_on_squad_2_with_a_validation_file_reports_hasans_noans_and_the_th
 ):
     output = tmp_path / "sep-bert-reader"
     status, out, err = run_cli(
-        capsys, "train", "--model", "forcereader", "--preset", "sep-bert-reader", "--squad", data["v2-train"],
+        capsys, "train", "forcereader", "--preset", "sep-bert-reader", "--squad", data["v2-train"],
         "--validation", data["v2-validation"], "--squad-version", "2.0", *QUICK, "--encoder", encoder_folder,
         "--output-dir", output,
     )
@@ -206,7 +206,7 @@ def test_predict_draws_the_attention_figures(trained, tmp_path, capsys, monkeypa
 
     # Figures of an earlier run are replaced only with --overwrite, refused before the model is loaded.
     before = {path.name: path.read_bytes() for path in figures.iterdir()}
-    monkeypatch.setattr(cli, "_load_question_answering_checkpoint", lambda *a: pytest.fail("loaded before refusing"))
+    monkeypatch.setattr(cli_qa, "load_question_answering_checkpoint", lambda *a: pytest.fail("loaded before refusing"))
     status, _, err = run_cli(capsys, *argv)
     assert status == 1 and "already holds figure_1.png" in error_line(err, "predict")
     assert {path.name: path.read_bytes() for path in figures.iterdir()} == before
@@ -249,7 +249,7 @@ def petra_checkpoint(tmp_path_factory) -> Path:
     return folder
 
 
-TRAIN = ["train", "--model", "forcereader", *QUICK]
+TRAIN = ["train", "forcereader", *QUICK]
 
 
 @pytest.mark.parametrize(
@@ -260,7 +260,7 @@ TRAIN = ["train", "--model", "forcereader", *QUICK]
          "--squad-version 2.0"),
         (lambda d: [*TRAIN, "--squad", d["tmp"] / "missing.json"], "missing.json' does not exist"),
         (lambda d: [*TRAIN, "--squad", "rajpurkar/squad"], "'rajpurkar/squad'"),  # a Hub id, offline here
-        (lambda d: [*TRAIN], "no training data: --model forcereader trains on SQuAD; pass --squad"),
+        (lambda d: [*TRAIN], "no training data: `train forcereader` trains on SQuAD; pass --squad"),
         (lambda d: [*TRAIN, "--squad", d["v2-train"], "--validation", d["v1-small"]],
          "is SQuAD 2.0 but --validation"),
         (lambda d: [*TRAIN, "--squad", d["v2-validation"], "--validation", d["v2-validation"]],
@@ -271,10 +271,6 @@ TRAIN = ["train", "--model", "forcereader", *QUICK]
          "has 2 article(s), too few for 2 validation and at least one training article(s)"),
         (lambda d: [*TRAIN, "--squad", d["v1-small"], "--max-length", 1024],
          "--max-length 1024 is longer than the 512 positions that the --encoder model reads"),
-        (lambda d: [*TRAIN, "--squad", d["v1-small"], "--synthetic", 8, "--num-memory-cells", 2],
-         "--synthetic and --num-memory-cells only apply to the coreference models"),
-        (lambda d: ["train", "--squad", d["v1-small"], "--preset", "joint-bert"],
-         "--squad and --preset only apply to --model forcereader"),
         (lambda d: [*TRAIN, "--squad", d["v1-small"], "--config-overrides", '{"reading_modes": ["p2p"]}'],
          "is not a valid ForceReader config"),
         (lambda d: ["evaluate", d["qa"], d["tmp"] / "missing.json"], "missing.json' does not exist"),
@@ -300,7 +296,7 @@ TRAIN = ["train", "--model", "forcereader", *QUICK]
     ],
     ids=["v2-as-v1", "missing-file", "hub-id-offline", "no-data", "versions-differ", "shared-articles",
          "articles-with-validation", "too-few-articles",
-         "window-too-long", "coreference-options", "qa-options-for-petra", "bad-config", "evaluate-missing-file",
+         "window-too-long", "bad-config", "evaluate-missing-file",
          "evaluate-v2-as-v1", "evaluate-sweep", "evaluate-qa-option-for-petra", "empty-question", "empty-context",
          "no-context", "text-for-qa", "predict-window-too-long", "question-for-petra", "qa-option-for-petra",
          "figures-for-bert", "question-word-without-figures"],
@@ -310,23 +306,40 @@ def test_bad_input_is_one_line_and_a_non_zero_status(
 ):
     paths = {**data, "tmp": tmp_path, "qa": trained["folder"], "bert": bert_checkpoint, "petra": petra_checkpoint}
     arguments = argv(paths)
-    if arguments[0] == "train":
+    command = arguments[0]
+    if command == "train":
         arguments = [*arguments, "--encoder", encoder_folder, "--output-dir", tmp_path / "out"]
+        command = "train forcereader"
     status, out, err = run_cli(capsys, *arguments)
     assert status == 1 and out == ""
-    assert message in error_line(err, arguments[0])
+    assert message in error_line(err, command)
     assert not (tmp_path / "out").exists() and not (tmp_path / "figures").exists()
 
 
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["forcereader", "--synthetic", 8], "--synthetic"),
+        (["forcereader", "--num-memory-cells", 2], "--num-memory-cells"),
+        (["petra", "--preset", "joint-bert"], "--preset"),
+        (["petra", "--max-length", 96], "--max-length"),
+    ],
+)
+def test_options_of_other_models_are_bad_usage(argv, option, tmp_path, capsys):
+    status, out, err = run_cli(capsys, "train", *argv, "--output-dir", tmp_path / "out")
+    assert status == 2 and out == ""
+    assert f"hf-entity train {argv[0]}: error: unrecognized arguments: {option}" in err
+
+
 def test_train_checks_its_output_folder_before_loading_anything(tmp_path, encoder_folder, data, capsys, monkeypatch):
-    for name in ("_squad_training_data", "_build_question_answering_model"):
-        monkeypatch.setattr(cli, name, lambda *a, **k: pytest.fail("the output folder must be checked first"))
+    for name in ("squad_training_data", "build_question_answering_model"):
+        monkeypatch.setattr(cli_qa, name, lambda *a, **k: pytest.fail("the output folder must be checked first"))
     users = tmp_path / "my-project"
     users.mkdir()
     (users / "notes.txt").write_text("mine")
     status, _, err = run_cli(capsys, *TRAIN, "--squad", data["v1-small"], "--encoder", encoder_folder,
                              "--output-dir", users)
-    assert status == 1 and "is not a checkpoint of this package" in error_line(err, "train")
+    assert status == 1 and "is not a checkpoint of this package" in error_line(err, "train forcereader")
     assert [path.name for path in users.iterdir()] == ["notes.txt"]
 
 
@@ -342,7 +355,7 @@ def test_train_checks_its_output_folder_before_loading_anything(tmp_path, encode
 )
 def test_output_files_are_checked_before_the_model_is_loaded(argv, option, trained, data, tmp_path, capsys,
                                                              monkeypatch):
-    monkeypatch.setattr(cli, "_load_question_answering_checkpoint", lambda *a: pytest.fail("loaded before refusing"))
+    monkeypatch.setattr(cli_qa, "load_question_answering_checkpoint", lambda *a: pytest.fail("loaded before refusing"))
     existing = tmp_path / "results.json"
     existing.write_text("last week's results")
     arguments = argv({**data, "qa": trained["folder"]}, existing)
@@ -356,9 +369,26 @@ def test_output_files_are_checked_before_the_model_is_loaded(argv, option, train
 
 def test_help_shows_the_question_answering_options(capsys):
     for command, options in [
-        ("train", ["--squad", "--squad-version", "--validation-articles", "--preset", "--max-length", "--doc-stride"]),
+        ("train forcereader", ["--squad", "--squad-version", "--validation-articles", "--preset", "joint-bert",
+                               "--max-length", "--doc-stride", "--encoder-learning-rate"]),
         ("evaluate", ["--squad-version", "--predictions", "--null-threshold"]),
         ("predict", ["--question", "--context", "--top-k", "--attention-figures", "--question-word"]),
     ]:
-        status, out, _ = run_cli(capsys, command, "--help")
+        status, out, _ = run_cli(capsys, *command.split(), "--help")
         assert status == 0 and all(option in out for option in options), out
+
+
+def test_a_config_that_does_not_match_the_weights_is_refused(trained, data, tmp_path, capsys):
+    """A config.json with more encoder layers than the weights hold would run with random layers: refused in one
+    line naming the weights file, by `evaluate` and `predict`."""
+    folder = shutil.copytree(trained["folder"], tmp_path / "forcereader")
+    config = json.loads((folder / "config.json").read_text())
+    config["encoder_config"]["num_hidden_layers"] += 1
+    (folder / "config.json").write_text(json.dumps(config))
+    for argv in (["predict", folder, "--question", QUESTION, "--context", CONTEXT],
+                 ["evaluate", folder, data["v1-small"], *WINDOWS]):
+        status, out, err = run_cli(capsys, *argv)
+        assert status == 1 and out == ""
+        line = error_line(err, argv[0])
+        assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
+        assert "weight(s) the model needs are missing" in line

@@ -27,7 +27,7 @@ MODELS = {
     # PeTra on a frozen tiny BERT (the CLI caches its features), and the Referential Reader with its own embeddings.
     "petra": ["--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells", 3,
               "--config-overrides", '{"encoder_layers": [-2, -1]}'],
-    "refreader": ["--model", "refreader", "--incremental", "--hidden-size", 8, "--num-memory-cells", 2,
+    "refreader": ["--incremental", "--hidden-size", 8, "--num-memory-cells", 2,
                   "--config-overrides", '{"key_size": 4, "embedding_size": 8}'],
 }
 
@@ -80,7 +80,7 @@ def train_with_the_cli(device: str, model: str, encoder_folder: Path, output: Pa
         return compute_loss(self, model, inputs, *args, **kwargs)
 
     monkeypatch.setattr(Trainer, "compute_loss", recording_compute_loss)
-    argv = ["train", "--synthetic", 16, "--synthetic-validation", 8, "--encoder", encoder_folder, *MODELS[model],
+    argv = ["train", model, "--synthetic", 16, "--synthetic-validation", 8, "--encoder", encoder_folder, *MODELS[model],
             "--epochs", 1, "--batch-size", 8, "--threads", 1, "--output-dir", output]
     stderr = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):

@@ -1,0 +1,225 @@
+"""What every ``hf-entity`` command shares: one-line errors, argument types and options, and output files written
+so that nothing of the user's is replaced silently or left half-written.
+
+Like every module of the CLI package, this one imports no torch, transformers, datasets, huggingface_hub or numpy at
+module level: ``hf-entity --help`` must answer at once. Commands import them when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PROGRAM = "hf-entity"
+DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
+# A Hub repository id ("user/name" or "name"): such a location need not exist on disk.
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+class CliError(Exception):
+    """A problem with the user's input, reported as one line without a traceback."""
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that come from the input (files, spans, values, the Hub), not from a bug in this package."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    return (CliError, OSError, ValueError, ImportError, HfHubHTTPError, OfflineModeIsEnabled)
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` on one line; other errors than `CliError` also name their type."""
+    message = " ".join(str(error).split()) or type(error).__name__
+    return message if isinstance(error, CliError) else f"{message} ({type(error).__name__})"
+
+
+# ------------------------------------------------------------------------------------------ argument types
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0 or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    number = float(value)
+    if not number >= 0 or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return number
+
+
+def finite_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value}")
+    return number
+
+
+def json_object(value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({error.msg}): {value}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"hidden_size\": 64}}', got {value}")
+    return parsed
+
+
+# ------------------------------------------------------------------------------------------------ options
+def add_threads_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, work: str) -> None:
+    """--threads: torch's intra-op CPU threads for `work` (what the command computes, e.g. "training")."""
+    parser.add_argument(
+        "--threads", type=positive_int, metavar="N",
+        help=f"torch intra-op CPU threads used for {work} (torch.set_num_threads; default: torch's choice). Small "
+        "models step through many tiny operations, so on a busy or small CPU a single thread is often fastest",
+    )
+
+
+def add_overwrite_option(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help=help_text or "replace output files that exist (without it they are refused)",
+    )
+
+
+def given_options(args: argparse.Namespace, options: dict[str, str]) -> list[str]:
+    """The options among `options` (argparse destination -> option) that the command line gave."""
+    flags = {"incremental", "sweep"}  # store_true: False is their default, not a choice
+    return [
+        option for name, option in options.items()
+        if getattr(args, name, None) is not None and not (name in flags and getattr(args, name) is False)
+    ]
+
+
+def listing(names: Sequence[str], limit: int = 5) -> str:
+    """`names` for a message: the first few, then how many more."""
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# --------------------------------------------------------------------------------------------------- files
+def json_safe(value: Any) -> Any:
+    """NaN (an undefined bias) becomes null: strict JSON readers refuse NaN."""
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    write_text(path, json.dumps(payload, indent=2) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write through a new file next to `path`, renamed into place: an interrupted write leaves the old file (or
+    none), never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = hidden_sibling(path, "writing")
+    try:
+        with partial.open("x", encoding="utf-8") as stream:  # "x": a new file, with the usual permissions
+            stream.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def emit(text: str, output: str | None) -> None:
+    """Print `text`, or write it to the --output file."""
+    if output is None:
+        print(text)
+        return
+    write_text(Path(output), text + "\n")
+
+
+def hidden_sibling(path: Path, purpose: str) -> Path:
+    """A new name next to `path`: the same folder is the same filesystem, where a rename is atomic."""
+    return path.with_name(f".{path.name}.{purpose}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def is_nonempty_folder(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def entry_names(entries: Sequence[Path]) -> list[str]:
+    """Sorted names of folder entries for a message, folders marked with a trailing slash."""
+    return sorted(f"{entry.name}/" if entry.is_dir() and not entry.is_symlink() else entry.name for entry in entries)
+
+
+def check_location(path: Path, option: str, *, folder: bool) -> None:
+    """`path` (a folder, or a file when `folder` is False) can be written, checked before any work is done: a run
+    must not be lost at its end because its output cannot be saved."""
+    if folder and path.exists() and not path.is_dir():
+        raise CliError(f"{option} {path} is a file, not a folder; give the path of a folder.")
+    if not folder and path.is_dir():
+        raise CliError(f"{option} {path} is a folder; give the path of a file.")
+    # Outputs are written next to their place first (then renamed), so the folder above must take new entries.
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CliError(f"{option} {path} cannot be created: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CliError(f"{option} {path} cannot be written: no permission to write in {existing}.")
+    if folder and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise CliError(f"{option} {path} cannot be written: no permission to write in it.")
+
+
+def check_output_file(output: str | None, option: str, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+    """An output file is new, or --overwrite was given and it is not one of the command's own inputs."""
+    if output is None:
+        return
+    path = Path(output)
+    check_location(path, option, folder=False)
+    if not path.exists():
+        return
+    if not overwrite:
+        raise CliError(f"{option} {path} already exists; pass --overwrite to replace it, or choose another file.")
+    for source in inputs:
+        if source.exists() and os.path.samefile(path, source):
+            raise CliError(f"{option} {path} is an input of this command; choose another file.")
+
+
+def refuse_inputs_inside(folder: Path, option: str, inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse an output folder that holds an input of the run (a data file, an encoder, a checkpoint to start
+    from), even with --overwrite: writing a checkpoint there must never risk what the run reads.
+
+    Args:
+        folder: The output folder.
+        option: Its option, for the message (e.g. "--output-dir").
+        inputs: (option, location) of every input; None and locations that do not exist (Hub ids) are skipped.
+    """
+    roots = {Path(os.path.abspath(folder)), folder.resolve()}
+    for input_option, location in inputs:
+        if location is None or not Path(location).exists():
+            continue
+        # Both spellings: the path as given and with links resolved (a linked input may live elsewhere).
+        paths = {Path(os.path.abspath(location)), Path(location).resolve()}
+        if any(path.is_relative_to(root) for path in paths for root in roots):
+            raise CliError(
+                f"{option} {folder} contains {input_option} {location}, an input of this run; choose an output "
+                "folder that holds none of the inputs (e.g. runs/my-model)."
+            )

@@ -1,0 +1,194 @@
+"""``hf-entity definitions``: train a DefinitionEMB reader for a model and write the model with replaced embeddings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .common import CliError, add_overwrite_option, add_threads_option, positive_int, refuse_inputs_inside
+
+DEFAULT_READER_STEPS = 1000
+DEFAULT_ALPHA = 5.0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``definitions``."""
+    parser = commands.add_parser(
+        "definitions",
+        help="rebuild the rare-token embeddings of a model from dictionary definitions (DefinitionEMB)",
+        description="Train a DefinitionEMB definition reader for MODEL on word definitions (--definitions: WordNet "
+        "glosses or any word / part_of_speech / definition table) with the stock Trainer, or load a trained one "
+        "(--reader); read the definition embeddings of the tokens of a task (--task-texts or --glue-task); replace "
+        "min(alpha% x N, |V_task|) rows of MODEL's token embeddings, ranked by --strategy; and save MODEL, still of "
+        "its own class, with its tokenizer, a model card and the list of replaced rows to --output-dir. The "
+        "trained reader is saved to <output-dir>/definition-reader.",
+        epilog="Example: hf-entity definitions path/to/minilm --definitions wordnet/wordnet30_glosses.tsv "
+        "--glue-task mrpc --glue-dir glue/MRPC --alpha 5 --output-dir runs/minilm-mrpc-definitions",
+    )
+    parser.add_argument("model", help="folder or Hub id of the pre-trained model whose embeddings are rebuilt")
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--definitions", required=True,
+        help="definitions: a .tsv/.csv/.json/.jsonl file with word, part_of_speech, definition columns (the WordNet "
+        "glosses layout is recognised) or a Hub dataset id",
+    )
+    data.add_argument(
+        "--no-number-words", action="store_true",
+        help="do not add generated definitions of the number tokens of the vocabulary ('2' -> 'two')",
+    )
+    data.add_argument("--task-texts", nargs="+", metavar="FILE", help="text files of the task, one text per line")
+    data.add_argument("--glue-task", choices=("mrpc", "rte"), help="take the task texts from a GLUE training set")
+    data.add_argument("--glue-dir", help="the GLUE task's folder (with train.tsv), for --glue-task")
+    reader = parser.add_argument_group("definition reader")
+    reader.add_argument("--reader", help="a trained DefinitionEmbModel folder (skips training)")
+    reader.add_argument(
+        "--reader-type", choices=("encoder-only", "encoder-decoder"),
+        help="reader architecture (default: encoder-decoder for an encoder-decoder model, else encoder-only)",
+    )
+    reader.add_argument("--max-steps", type=positive_int, default=DEFAULT_READER_STEPS,
+                        help=f"training steps of the reader (default: {DEFAULT_READER_STEPS})")
+    reader.add_argument("--batch-size", type=positive_int, default=32, help="definitions per step (default: 32)")
+    reader.add_argument("--learning-rate", type=float, default=1e-4, help="peak learning rate (default: 1e-4)")
+    reader.add_argument("--seed", type=int, default=0, help="seed of training and corruption (default: 0)")
+    replacement = parser.add_argument_group("replacement")
+    replacement.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA,
+        help=f"percentage of the vocabulary size bounding the replaced rows, 0..100 (default: {DEFAULT_ALPHA:g})",
+    )
+    replacement.add_argument(
+        "--strategy", choices=("last", "random", "top"), default="last",
+        help="which task tokens first: largest indexes (last, the paper's), smallest from 5000 (top) or random "
+        "(default: last)",
+    )
+    replacement.add_argument(
+        "--whole-range", action="store_true",
+        help="replace every token with a definition in the index range (Appendix M), not only tokens that appear in "
+        "the task",
+    )
+    parser.add_argument("--output-dir", required=True, help="folder for the model with replaced embeddings")
+    add_overwrite_option(parser)
+    add_threads_option(parser, "training the reader and reading the definitions")
+    parser.set_defaults(handler=run_definitions, command_name="definitions")
+
+
+def run_definitions(args: argparse.Namespace) -> int:
+    """Train (or load) the reader, replace the task's rare-token embeddings and save the model."""
+    from transformers import AutoModel, set_seed
+
+    from ..models.definition_emb import DefinitionEmbModel
+    from ..tasks.embeddings.replacement import apply_definition_embeddings
+    from .checkpoints import load_tokenizer
+    from .training import main_process_work
+
+    _check_arguments(args)
+    output_dir = Path(args.output_dir)
+    # The user's definitions and texts are read before any model: an empty file is refused at once.
+    definitions = _user_definitions(args)
+    task_texts = _task_texts(args)
+    set_seed(args.seed)
+    tokenizer = load_tokenizer(args.model)
+    definitions = _with_number_words(args, definitions, tokenizer)
+    model = AutoModel.from_pretrained(args.model)
+    if args.reader is not None:
+        reader = DefinitionEmbModel.from_pretrained(args.reader)
+        if args.reader_type is not None and args.reader_type != reader.config.reader_type:
+            raise CliError(f"--reader {args.reader} is an {reader.config.reader_type} reader, not {args.reader_type}.")
+    else:
+        reader = _train_reader(args, model, tokenizer, definitions)
+    with main_process_work() as is_main:
+        if not is_main:
+            return 0
+        if args.reader is None:
+            reader.save_pretrained(output_dir / "definition-reader")
+            tokenizer.save_pretrained(output_dir / "definition-reader")
+        result = apply_definition_embeddings(
+            model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy,
+            appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
+            definitions_description=args.definitions,
+        )
+        result.save_pretrained(output_dir)
+        print(json.dumps({"output_dir": str(output_dir), **result.summary()}))
+    return 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if not math.isfinite(args.alpha) or not 0 <= args.alpha <= 100:
+        raise CliError(f"--alpha is a percentage of the vocabulary size and must lie in 0..100, got {args.alpha:g}.")
+    if (args.task_texts is None) == (args.glue_task is None):
+        raise CliError("give the task's texts with either --task-texts FILE... or --glue-task with --glue-dir.")
+    if args.glue_task is not None and args.glue_dir is None:
+        raise CliError("--glue-task needs --glue-dir, the task's folder with train.tsv.")
+    if args.whole_range and args.strategy == "random":
+        raise CliError("--whole-range replaces an index range, which --strategy random does not have.")
+    output_dir = Path(args.output_dir)
+    inputs = [("MODEL", args.model), ("--definitions", args.definitions), ("--glue-dir", args.glue_dir),
+              ("--reader", args.reader), *(("--task-texts", name) for name in args.task_texts or ())]
+    refuse_inputs_inside(output_dir, "--output-dir", inputs)
+    if output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite:
+        raise CliError(f"{output_dir} exists and is not empty; pass --overwrite to replace its files.")
+
+
+def _user_definitions(args: argparse.Namespace) -> Any:
+    """The definitions of --definitions, refused when there are none: nothing would be replaced, and the output
+    would be a full copy of the model."""
+    from ..tasks.embeddings.definitions import load_definitions
+
+    definitions = load_definitions(args.definitions)
+    if len(definitions) == 0:
+        raise CliError(
+            f"--definitions {args.definitions} holds no definitions (it is empty or has a header only); give a table "
+            "with word, part_of_speech and definition columns and at least one row."
+        )
+    return definitions
+
+
+def _with_number_words(args: argparse.Namespace, definitions: Any, tokenizer: Any) -> Any:
+    from datasets import concatenate_datasets
+
+    from ..tasks.embeddings.definitions import number_word_definitions
+
+    if args.no_number_words:
+        return definitions
+    numbers = number_word_definitions(tokenizer)
+    return concatenate_datasets([definitions.select_columns(numbers.column_names), numbers])
+
+
+def _task_texts(args: argparse.Namespace) -> list[str]:
+    if args.glue_task is not None:
+        from ..tasks.embeddings.glue import read_glue, task_texts
+
+        return task_texts(read_glue(args.glue_dir, args.glue_task, "train"))
+    texts: list[str] = []
+    for name in args.task_texts:
+        path = Path(name)
+        if not path.is_file():
+            raise CliError(f"task text file {path} does not exist.")
+        texts += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not texts:
+        raise CliError(f"the task text files {', '.join(args.task_texts)} hold no text: give the task's training texts.")
+    return texts
+
+
+def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definitions: Any) -> Any:
+    """A DefinitionEMB reader for `model`, trained with the stock Trainer on the definitions' prompts."""
+    from ..models.definition_emb import DefinitionEmbModel
+    from ..tasks.embeddings.definitions import definition_prompt_dataset
+    from ..tasks.embeddings.training import build_definition_trainer, definition_training_arguments
+    from .training import trainer_folder
+
+    reader = DefinitionEmbModel.from_pretrained_model(model, reader_type=args.reader_type)
+    reader.config.base_model_name_or_path = args.model
+    prompts = definition_prompt_dataset(definitions, tokenizer)
+    # The Trainer saves nothing (save_strategy "no") but creates its folder: a temporary one leaves none behind.
+    with trainer_folder(None) as trainer_dir:
+        training_arguments = definition_training_arguments(
+            trainer_dir, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
+            learning_rate=args.learning_rate, seed=args.seed, save_strategy="no",
+        )
+        trainer = build_definition_trainer(reader, tokenizer, prompts, args=training_arguments, seed=args.seed)
+        trainer.train()
+    return reader

