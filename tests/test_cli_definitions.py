@@ -70,3 +70,15 @@ def test_a_run_leaves_no_empty_trainer_folder(inputs, tmp_path, capsys):
     assert (output / "definition-reader" / "config.json").is_file()
     empty = [str(path) for path in output.rglob("*") if path.is_dir() and not any(path.iterdir())]
     assert empty == [] and not any(path.name == "trainer" for path in output.rglob("*"))
+
+
+def test_a_task_text_file_that_is_not_text_is_named_in_one_line(inputs, tmp_path, capsys):
+    binary = tmp_path / "task.bin"
+    binary.write_bytes(b"the cat\n\xff\xfe\x00binary")
+    argv = arguments(inputs, inputs / "definitions.tsv", tmp_path / "out")
+    argv[argv.index(inputs / "task.txt")] = binary
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 1 and out == ""
+    line = error_line(err, "definitions")
+    assert str(binary) in line and "UTF-8" in line, line
+    assert not (tmp_path / "out").exists()

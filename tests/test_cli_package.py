@@ -53,11 +53,6 @@ print(json.dumps(sorted(name for name in {HEAVY!r} if name in sys.modules)))
     assert json.loads(run_python(code).stdout) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hf_entity_models/__init__.py imports every model (torch, transformers) when the console script imports "
-    "hf_entity_models.cli; see the lead's change to the package __init__",
-)
 def test_the_console_script_answers_help_without_importing_torch():
     script = Path(sys.executable).parent / "hf-entity"
     result = subprocess.run([sys.executable, "-X", "importtime", str(script), "--help"], capture_output=True,

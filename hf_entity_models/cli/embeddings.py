@@ -162,15 +162,12 @@ def _task_texts(args: argparse.Namespace) -> list[str]:
         from ..tasks.embeddings.glue import read_glue, task_texts
 
         return task_texts(read_glue(args.glue_dir, args.glue_task, "train"))
-    texts: list[str] = []
-    for name in args.task_texts:
-        path = Path(name)
-        if not path.is_file():
-            raise CliError(f"task text file {path} does not exist.")
-        texts += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not texts:
-        raise CliError(f"the task text files {', '.join(args.task_texts)} hold no text: give the task's training texts.")
-    return texts
+    from ..tasks.embeddings.replacement import read_task_texts
+
+    try:
+        return read_task_texts(args.task_texts)
+    except (FileNotFoundError, ValueError) as error:  # names the file (and the byte of a file that is not text)
+        raise CliError(str(error)) from error
 
 
 def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definitions: Any) -> Any:

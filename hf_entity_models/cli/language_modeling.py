@@ -31,6 +31,7 @@ from .training import (
     refuse_fields,
     save_checkpoint,
     trainer_folder,
+    world_size,
 )
 
 # The book split of CoNLL documents into train / validation / test (`load_litbank_entity_lm`), and its defaults.
@@ -174,23 +175,37 @@ def run_train(args: argparse.Namespace) -> int:
         )
         trainer = build_entity_lm_trainer(model, tokenizer, splits["train"], training_arguments)
         trainer.train()
+        held_out = _held_out_perplexities(trainer.model, splits, args.batch_size)
         with main_process_work() as is_main:
             if is_main:
-                _report_and_save(args, trainer, tokenizer, splits, window_length, split_seed)
+                _report_and_save(args, trainer, tokenizer, splits, held_out, window_length, split_seed)
     return 0
 
 
-def _report_and_save(
-    args: argparse.Namespace, trainer: Any, tokenizer: Any, splits: dict[str, Any], window_length: int, split_seed: int
-) -> None:
-    """The main process's part: the held-out perplexities, recorded in the config, the checkpoint and the report."""
+def _held_out_perplexities(model: Any, splits: dict[str, Any], batch_size: int) -> dict[str, dict[str, float]]:
+    """The held-out books' perplexities, read by every process (each its share of the documents, summed over them):
+    the other processes would otherwise wait at a barrier for the whole evaluation, past NCCL's timeout on long runs.
+    """
     from ..tasks.language_modeling import evaluate_entity_lm
 
-    model = trainer.model
-    held_out = {
-        split: evaluate_entity_lm(model, splits[split], batch_size=args.batch_size)
+    distributed = world_size() > 1
+    return {
+        split: evaluate_entity_lm(model, splits[split], batch_size=batch_size, distributed=distributed)
         for split in ("validation", "test") if split in splits
     }
+
+
+def _report_and_save(
+    args: argparse.Namespace,
+    trainer: Any,
+    tokenizer: Any,
+    splits: dict[str, Any],
+    held_out: dict[str, dict[str, float]],
+    window_length: int,
+    split_seed: int,
+) -> None:
+    """The main process's part: the held-out perplexities recorded in the config, the checkpoint and the report."""
+    model = trainer.model
     dataset, dataset_name = _conll_dataset(args.conll)
     for split, scores in held_out.items():
         for metric, value in scores.items():

@@ -194,7 +194,7 @@ def refuse_fields(overrides: dict[str, Any], fields: Sequence[str], reason: str)
 
 
 # ---------------------------------------------------------------------------------------- several processes
-def _world_size() -> int:
+def world_size() -> int:
     """Processes of a data-parallel run (`accelerate launch` / torchrun set WORLD_SIZE), read before any of them
     initialises torch.distributed."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -236,11 +236,11 @@ def trainer_folder(trainer_dir: str | None) -> Iterator[str]:
             if created and is_main_process() and Path(trainer_dir).is_dir() and not any(Path(trainer_dir).iterdir()):
                 Path(trainer_dir).rmdir()
         return
-    if _world_size() == 1:
+    if world_size() == 1:
         with tempfile.TemporaryDirectory(prefix="hf-entity-trainer-") as folder:
             yield folder
         return
-    if int(os.environ.get("LOCAL_WORLD_SIZE", _world_size())) != _world_size():
+    if int(os.environ.get("LOCAL_WORLD_SIZE", world_size())) != world_size():
         raise CliError(
             "this run spans several machines: give --trainer-dir, a folder on storage that every machine shares "
             "(the processes read the best checkpoint that the main process saved there)."
