@@ -39,6 +39,8 @@ SMOKE_TESTS = (
     "tests/test_gap_data.py::test_load_real_gap_files_keep_every_row",
     "tests/test_squad_data.py::test_explicit_versions",
     "tests/test_lm_corpus.py::test_cache_dir_writes_and_reuses_arrow_files",
+    # The tokenizer of transformers 5.6 records every call's padding in its backend: the corpus cache must not care.
+    "tests/test_lm_corpus.py::test_the_cache_is_reused_whatever_padding_and_truncation_the_tokenizer_last_applied",
     "tests/test_evaluate_metrics.py::test_metrics_load_offline_in_a_fresh_process_without_importing_evaluate_up_front",
     # Command line
     "tests/test_cli.py::test_console_script_is_installed",

