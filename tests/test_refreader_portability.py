@@ -273,7 +273,7 @@ def test_saved_folders_name_their_code_and_keep_local_loading(checkpoints):
             assert stored["custom_pipelines"] == {
                 HUB_COREFERENCE_TASK: {"impl": "pipeline.CoreferencePipeline", "pt": ["AutoModel"], "type": "text"}
             }
-            assert (folder / "pipeline.py").read_bytes() == Path(coreference_pipeline.__file__).read_bytes()
+            assert (folder / "pipeline.py").read_text() == saved_source(coreference_pipeline.__file__)
             # With the package: no remote code, our classes and our registered "coreference" task.
             assert type(AutoModel.from_pretrained(folder)) is RefReaderModel
             assert type(AutoModelForCoreference.from_pretrained(folder)) is RefReaderForCoreference

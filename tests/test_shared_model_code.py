@@ -22,7 +22,8 @@ MODELS_DIR = Path(hf_entity_models.models.__file__).parent
 SHARED_DIR = MODELS_DIR / "_shared"
 SHARED_MODULES = {path.stem for path in SHARED_DIR.glob("*.py")} - {"__init__"}
 # What a checkpoint's environment provides besides the standard library.
-CHECKPOINT_PACKAGES = {"torch", "transformers", "huggingface_hub"}
+# safetensors and huggingface_hub are hard dependencies of transformers: a checkpoint environment has them.
+CHECKPOINT_PACKAGES = {"torch", "transformers", "huggingface_hub", "safetensors"}
 
 
 def model_folders() -> list[Path]:
@@ -71,8 +72,9 @@ def test_a_model_file_imports_only_the_checkpoint_environment_its_folder_and_sha
 def test_a_shared_module_imports_only_the_checkpoint_environment_and_other_shared_modules(path):
     bad = disallowed_imports(path, shared_import_allowed=False)
     assert not bad, (
-        f"_shared/{path.name} imports {bad}: it runs inside checkpoints, where only torch, transformers, "
-        "huggingface_hub, the standard library and the other shared modules (imported relatively) exist."
+        f"_shared/{path.name} imports {bad}: it runs inside checkpoints, where only torch, transformers (with "
+        "huggingface_hub and safetensors), the standard library and the other shared modules (imported relatively) "
+        "exist."
     )
 
 

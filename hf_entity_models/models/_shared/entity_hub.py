@@ -303,7 +303,12 @@ class EntityHubMixin:
 
         ```
         """
-        pipeline_files = sorted(f"{entry['impl'].split('.')[0]}.py" for entry in self._hub_pipelines.values())
+        # Each pipeline's file, the files it imports relatively and the shared modules it imports: what saving copies.
+        model_files = set(self._model_code_files())
+        pipeline_files = sorted(
+            {path.name for source in self._hub_pipeline_files.values() for path in checkpoint_code_files(source)}
+            - model_files
+        )
         return _model_card(
             self._card_spec(),
             self.config,
@@ -360,6 +365,7 @@ class EntityHubMixin:
             make_folder_self_contained(save_directory, sys.modules[type(self).__module__].__file__)
         for source_file in self._hub_pipeline_files.values():
             _copy_module_with_relative_imports(source_file, Path(save_directory))
+            make_folder_self_contained(save_directory, source_file)  # the shared modules a pipeline imports
         self.create_model_card(model_location, tags).save(os.path.join(save_directory, "README.md"))
 
     @contextmanager

@@ -51,6 +51,7 @@ from transformers import (
 )
 from transformers.utils import logging
 
+from ...models._shared.encoders import check_loading_info
 from ...training.distributed import check_processes_connected
 
 logger = logging.get_logger(__name__)
@@ -790,18 +791,17 @@ def _load_base_model(path: str | os.PathLike) -> tuple[nn.Module, Any, str]:
     mismatched = [
         f"{name}: checkpoint {tuple(saved)} vs config {tuple(built)}" for name, saved, built in _mismatched(info)
     ]
-    missing = [name for name in info.get("missing_keys", ()) if not str(name).startswith("pooler.")]
-    pooler_missing = [name for name in info.get("missing_keys", ()) if str(name).startswith("pooler.")]
-    if mismatched or missing:
+    if mismatched:
         raise ValueError(
-            f"The base weights of {description} do not fit the architecture its config.json describes ("
-            + "; ".join(
-                ([f"weights of another shape: {mismatched[:5]}"] if mismatched else [])
-                + ([f"missing weights: {missing[:5]}"] if missing else [])
-            )
-            + "). If the input embeddings were replaced, call `model.resize_token_embeddings(new_size)` (it updates "
-            "config.vocab_size) before `save_pretrained`."
+            f"The base weights of {description} do not fit the architecture its config.json describes (weights of "
+            f"another shape: {mismatched[:5]}). If the input embeddings were replaced, call "
+            "`model.resize_token_embeddings(new_size)` (it updates config.vocab_size) before `save_pretrained`."
         )
+    # Weights the config asks for that the file lacks (random values), and weights of layers the config does not
+    # have (a config with fewer layers than its weights: from_pretrained drops them with a log line only). A head
+    # of the checkpoint (a masked-LM's `cls.*`) is dropped on purpose, and a missing pooler is handled below.
+    check_loading_info(base, info, path, unused_prefixes=("pooler.",))
+    pooler_missing = [name for name in info.get("missing_keys", ()) if str(name).startswith("pooler.")]
     if pooler_missing and getattr(base, "pooler", None) is not None:
         # from_pretrained filled the pooler with fresh values; drop it so that the classifier keeps its own fresh
         # pooler and the caller is told (sequence_classifier_from warns).

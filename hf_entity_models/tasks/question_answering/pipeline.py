@@ -4,9 +4,10 @@ transformers 5.x no longer ships a question-answering pipeline; this one answers
 (``{"score", "start", "end", "answer"}`` with character offsets into the context) and reads contexts of any length in
 overlapping windows.
 
-This file imports only torch, transformers, the standard library and ``postprocess.py`` next to it (relatively), so
-that both files can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a
-machine without hf_entity_models.
+This file imports only torch, transformers, the standard library, ``postprocess.py`` next to it (relatively) and the
+shared ``checkpoint_fit`` module, which saving copies next to it (the import made relative), so that the three files
+can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without
+hf_entity_models.
 """
 
 import math
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from transformers.pipelines.base import ChunkPipeline
 
+from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
 from .postprocess import rank_answer_spans
 
 DEFAULT_MAX_SEQ_LEN = 384
@@ -92,8 +94,10 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             token span, as in the SQuAD post-processing.
 
     Raises:
-        ValueError: An empty question or context, a question that leaves no room for the context in ``max_seq_len``,
-            a ``max_seq_len`` beyond the model's positions, or invalid parameter values.
+        ValueError: When built, a model whose config.json does not fit its weights file (weights the config asks for
+            that the file lacks, or layers of the file the config drops; see `checkpoint_fit`). When called, an
+            empty question or context, a question that leaves no room for the context in ``max_seq_len``, a
+            ``max_seq_len`` beyond the model's positions, or invalid parameter values.
         TypeError: Non-string questions or contexts, or unknown arguments.
 
     Example:
@@ -109,6 +113,8 @@ class QuestionAnsweringPipeline(ChunkPipeline):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # pipeline() loads the model itself and never shows us from_pretrained's report of weights left random.
+        check_weights_fit_config(self.model)
         _check_tokenizer_files(self.tokenizer)
         if self.tokenizer is None or not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(
