@@ -1,4 +1,4 @@
-"""`make demo`: PeTra learns who "he" and "she" are in about a minute, offline, on a laptop CPU.
+"""`make demo`: PeTra learns who "he" and "she" are in about a minute and a half, offline, on a 2-core CPU.
 
 1. Generate the built-in people-and-pronouns corpus (GAP format): 1,200 training and 300 validation stories.
 2. Train a small PeTra (GRU 128, 6 memory cells) on frozen MiniLM-L6 features with the stock Trainer and tune
