@@ -258,14 +258,14 @@ def trainer_folder(trainer_dir: str | None) -> Iterator[str]:
 
 # ----------------------------------------------------------------------------------------------------- saving
 def save_checkpoint(model: Any, tokenizer: Any, output_dir: Path, report: dict[str, Any]) -> None:
-    """Model, model card, tokenizer and `train`'s report, saved into a new folder next to `output_dir` and moved
-    into place (see `replacing_checkpoint`)."""
+    """Model, model card, tokenizer and `train`'s report (with the number of data-parallel processes that trained),
+    saved into a new folder next to `output_dir` and moved into place (see `replacing_checkpoint`)."""
     with replacing_checkpoint(output_dir) as staging:
         model.save_pretrained(staging)
         # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
         model.create_model_card(str(output_dir)).save(staging / "README.md")
         tokenizer.save_pretrained(staging)
-        write_json(staging / TRAIN_REPORT, json_safe(report))
+        write_json(staging / TRAIN_REPORT, json_safe({**report, "processes": world_size()}))
 
 
 class _NameTaken(CliError):
