@@ -3,7 +3,9 @@
 `models_run` starts ``tests/scripts/ddp_train_models.py`` ONCE per pytest process with
 ``accelerate launch --multi_gpu --num_processes 2`` (two real CPU processes, gloo): it trains every model, each into
 its own folder, and every `tests/test_multiprocess_<model>.py` reads its model's folder. One launch instead of one
-per model saves the start-up of two Python processes per model. The checks every model shares are here too.
+per model saves the start-up of two Python processes per model. The checks every model shares are here too, and the
+module fixtures `run` (the model's folder) and `reports` (its ranks' reports) for a test module that names its model
+in ``MODEL`` and imports them.
 
 Example:
     >>> folder = models_run(tmp_path_factory) / "gpt2e"  # doctest: +SKIP
@@ -28,6 +30,9 @@ SCRIPTS_DIR = REPO_ROOT / "tests" / "scripts"
 NUM_PROCESSES = 2
 LAUNCH_TIMEOUT_SECONDS = 600
 MODELS = ("petra", "refreader", "forcereader", "gpt2e", "definition_emb")
+# The real data the scripts train on (../shared/data next to the checkout).
+DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+DATA_FOLDERS = tuple(DATA_DIR / name for name in ("gap", "glue", "squad", "tokenizers/gpt2"))
 
 _runs: dict[str, Path | str] = {}
 
@@ -78,6 +83,9 @@ def launch(script: Path, *arguments: str) -> None:
 def models_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the one launch that trained every model (launched on first use, then reused)."""
     if "models" not in _runs:
+        missing = [str(folder) for folder in DATA_FOLDERS if not folder.is_dir()]
+        if missing:
+            pytest.fail(f"The data folders {missing} are missing; clone the project next to ../shared.")
         output_dir = tmp_path_factory.mktemp("ddp")
         try:
             launch(SCRIPTS_DIR / "ddp_train_models.py", str(output_dir), *MODELS)
@@ -94,6 +102,18 @@ def rank_reports(folder: Path) -> dict[int, dict]:
     """rank -> the JSON report that rank wrote into `folder`."""
     reports = [json.loads(path.read_text()) for path in sorted(folder.glob("rank*.json"))]
     return {report["rank"]: report for report in reports}
+
+
+@pytest.fixture(scope="module")
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the test module's model (its ``MODEL``) in the one launch."""
+    return models_run(tmp_path_factory) / request.module.MODEL
+
+
+@pytest.fixture(scope="module")
+def reports(run: Path) -> dict[int, dict]:
+    """rank -> the report of the test module's model (trained in one part, written straight into its folder)."""
+    return rank_reports(run)
 
 
 def assert_two_connected_processes(reports: dict[int, dict]) -> None:

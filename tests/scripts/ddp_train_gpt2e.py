@@ -12,27 +12,21 @@ of each training batch its model was called on, the `trainer.evaluate()` metrics
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import datasets
 import torch
+from ddp_common import DATA_DIR, RankRecorder, as_floats, script_main
 from transformers import AutoTokenizer, set_seed
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "scripts")]
-
-from ddp_common import RankRecorder  # noqa: E402
-
-from hf_entity_models import GPT2EConfig, GPT2EForCausalLM  # noqa: E402
-from hf_entity_models.tasks.language_modeling import (  # noqa: E402
+from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
+from hf_entity_models.tasks.language_modeling import (
     build_entity_lm_trainer,
     entity_lm_training_arguments,
     evaluate_entity_lm,
 )
 
-GPT2_TOKENIZER = TESTS_DIR.parent.parent / "shared" / "data" / "tokenizers" / "gpt2"
+GPT2_TOKENIZER = DATA_DIR / "tokenizers" / "gpt2"
 # Windows per document. Training, two processes, batches of 2: process 0 reads documents 0 and 4 (streams of 5 and 2
 # windows: 5 batches), process 1 documents 1, 2, 3 and 5 (streams of 4 and 3: 4 batches, then one of padding).
 TRAIN_DOCUMENT_WINDOWS = [5, 1, 3, 2, 2, 1]
@@ -101,21 +95,13 @@ def train(output_dir: Path) -> None:
         output_dir,
         trainer,
         train_dataset_rows=len(trainer.train_dataset),
-        metrics={key: float(value) for key, value in metrics.items()},
+        metrics=as_floats(metrics),
         trainer_eval_rows=trainer_eval_rows,
         evaluate_entity_lm=scores,
         shared_eval_rows=shared_eval_rows,
         train_store_documents=len(model.entity_stores["train"]),
     )
-    trainer.accelerator.wait_for_everyone()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output_dir", type=Path)
-    torch.set_num_threads(1)
-    train(parser.parse_args().output_dir)
 
 
 if __name__ == "__main__":
-    main()
+    script_main(train, __doc__.splitlines()[0])

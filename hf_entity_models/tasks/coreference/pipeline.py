@@ -1,12 +1,12 @@
 """`pipeline("coreference")`: the entities a memory model tracks in a text, or which names a pronoun refers to.
 
-This file imports only torch, transformers, the standard library and the shared ``checkpoint_fit`` module, which
-saving copies next to it (the import made relative), so that the files can be uploaded next to a checkpoint and loaded
-with ``pipeline(model=..., trust_remote_code=True)`` on a machine without hf_entity_models.
+This file imports only torch, transformers, the standard library and the shared ``checkpoint_fit`` and
+``pipeline_inputs`` modules, which saving copies next to it (the imports made relative), so that the files can be
+uploaded next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without
+hf_entity_models.
 """
 
 import numbers
-import os
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +15,7 @@ import torch
 from transformers import Pipeline
 
 from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
+from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
 
 CharSpan = tuple[int, int]
 
@@ -23,12 +24,6 @@ CharSpan = tuple[int, int]
 # two bounds applies; see `check_tokenizer_matches_model`.
 UNUSED_EMBEDDING_ROWS = 128
 UNUSED_EMBEDDING_SHARE = 0.01
-# The files a tokenizer's vocabulary is saved in (tokenizer_config.json alone holds none); sentencepiece and tiktoken
-# files may also carry other names ending in .model / .tiktoken.
-_VOCABULARY_FILES = (
-    "tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
-    "sentencepiece.bpe.model",
-)
 # Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): the text does not
 # mark words there, so every character boundary counts as a word boundary.
 _SPACELESS_SCRIPTS = (
@@ -87,7 +82,7 @@ class CoreferencePipeline(Pipeline):
         check_weights_fit_config(self.model)
         # A checkpoint saved without its tokenizer files loads a near-empty vocabulary that maps every word to
         # [UNK]: refuse it here rather than answer from [UNK]s (naming the missing files where it can).
-        _check_tokenizer_files(self.tokenizer)
+        check_tokenizer_files(self.tokenizer)
         check_tokenizer_matches_model(self.tokenizer, self.model)
 
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +99,7 @@ class CoreferencePipeline(Pipeline):
             for index, item in enumerate(inputs):
                 text = item.get("text") if isinstance(item, dict) else item
                 if isinstance(text, str):
-                    _check_unicode(text, f"Text {index} of the list")
+                    check_unicode(text, f"Text {index} of the list")
         return super().__call__(inputs, *args, **kwargs)
 
     def _sanitize_parameters(
@@ -135,7 +130,7 @@ class CoreferencePipeline(Pipeline):
         text, query = _text_and_query(inputs, query)
         if not text.strip():
             raise ValueError("The text is empty; pass a non-empty string.")
-        _check_unicode(text, "The text")
+        check_unicode(text, "The text")
         encoding = self.tokenizer(
             text,
             return_offsets_mapping=True,
@@ -258,42 +253,6 @@ def check_tokenizer_matches_model(tokenizer: Any, model: Any) -> None:
         f"{vocabulary_size} ({source}): {problem}. Load the tokenizer the model was trained with, e.g. "
         "AutoTokenizer.from_pretrained(<encoder or training checkpoint>).save_pretrained(<checkpoint folder>)."
     )
-
-
-def _check_tokenizer_files(tokenizer: Any) -> None:
-    """Refuse a tokenizer loaded from a folder that holds no vocabulary file.
-
-    transformers then builds a tokenizer of the model type's special tokens only (no error), and every word reads
-    as the unknown token. (This pipeline file travels alone next to checkpoints, hence its own copy of the check.)
-    """
-    folder = getattr(tokenizer, "name_or_path", None) or ""
-    if not os.path.isdir(folder):
-        return  # built in memory, or from a Hub id: nothing to look at
-    names = os.listdir(folder)
-    if any(name in _VOCABULARY_FILES or name.endswith((".model", ".tiktoken")) for name in names):
-        return
-    raise ValueError(
-        f"The tokenizer was loaded from {folder}, which holds none of the files a tokenizer's vocabulary is saved in "
-        f"({', '.join(_VOCABULARY_FILES)}): transformers built one of {len(tokenizer)} special tokens only, so every "
-        "word would read as unknown. Save the tokenizer next to the model (tokenizer.save_pretrained(folder)), or "
-        "pass tokenizer=AutoTokenizer.from_pretrained(<the folder or Hub id that holds it>)."
-    )
-
-
-def _check_unicode(text: str, what: str) -> None:
-    """Refuse a lone surrogate (e.g. ``"\\ud800"``), which the tokenizer rejects with a TypeError naming no input.
-
-    Python strings may hold them (half of an escaped emoji pair in JSON, bytes decoded with
-    ``errors="surrogateescape"``); they are not Unicode text and have no UTF-8 encoding.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise ValueError(
-            f"{what} holds a lone surrogate {text[error.start]!r} at character {error.start}, which is not valid "
-            "Unicode text (it has no UTF-8 encoding, so the tokenizer cannot read it): remove or replace it, e.g. "
-            "text.encode('utf-8', 'replace').decode('utf-8'), or decode the source bytes with errors='replace'."
-        ) from None
 
 
 # ----------------------------------------------------------------------------------------------------- query

@@ -5,20 +5,20 @@ transformers 5.x no longer ships a question-answering pipeline; this one answers
 overlapping windows.
 
 This file imports only torch, transformers, the standard library, ``postprocess.py`` next to it (relatively) and the
-shared ``checkpoint_fit`` module, which saving copies next to it (the import made relative), so that the three files
-can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without
-hf_entity_models.
+shared ``checkpoint_fit`` and ``pipeline_inputs`` modules, which saving copies next to it (the imports made relative),
+so that the four files can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)``
+on a machine without hf_entity_models.
 """
 
 import math
 import numbers
-import os
 from typing import Any
 
 import torch
 from transformers.pipelines.base import ChunkPipeline
 
 from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
+from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
 from .postprocess import rank_answer_spans
 
 DEFAULT_MAX_SEQ_LEN = 384
@@ -26,12 +26,6 @@ DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_ANSWER_LEN = 15
 # Tokenizers without a length limit report a huge model_max_length (int(1e30)).
 _NO_LENGTH_LIMIT = 1_000_000
-# The files a tokenizer's vocabulary is saved in (tokenizer_config.json alone holds none); sentencepiece and tiktoken
-# files may also carry other names ending in .model / .tiktoken.
-_VOCABULARY_FILES = (
-    "tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
-    "sentencepiece.bpe.model",
-)
 
 
 class _Window:
@@ -115,7 +109,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         super().__init__(*args, **kwargs)
         # pipeline() loads the model itself and never shows us from_pretrained's report of weights left random.
         check_weights_fit_config(self.model)
-        _check_tokenizer_files(self.tokenizer)
+        check_tokenizer_files(self.tokenizer)
         if self.tokenizer is None or not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(
                 "The question-answering pipeline needs the model's fast tokenizer (it maps answers back to character "
@@ -382,44 +376,8 @@ def _checked_input(item: Any, index: int | None = None) -> dict[str, str]:
             raise TypeError(f"The {key}{where} must be a string, got {type(value).__name__}: {value!r:.80}.")
         if not value.strip():
             raise ValueError(f"The {key}{where} is empty; pass a non-empty string.")
-        _check_unicode(value, f"The {key}{where}")
+        check_unicode(value, f"The {key}{where}")
     return {"question": item["question"], "context": item["context"]}
-
-
-def _check_unicode(text: str, what: str) -> None:
-    """Refuse a lone surrogate (e.g. ``"\\ud800"``), which the tokenizer rejects with a TypeError naming no input.
-
-    Python strings may hold them (half of an escaped emoji pair in JSON, bytes decoded with
-    ``errors="surrogateescape"``); they are not Unicode text and have no UTF-8 encoding.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise ValueError(
-            f"{what} holds a lone surrogate {text[error.start]!r} at character {error.start}, which is not valid "
-            "Unicode text (it has no UTF-8 encoding, so the tokenizer cannot read it): remove or replace it, e.g. "
-            "text.encode('utf-8', 'replace').decode('utf-8'), or decode the source bytes with errors='replace'."
-        ) from None
-
-
-def _check_tokenizer_files(tokenizer: Any) -> None:
-    """Refuse a tokenizer loaded from a folder that holds no vocabulary file.
-
-    transformers then builds a tokenizer of the model type's special tokens only (no error), and every word reads
-    as the unknown token. (This pipeline file travels alone next to checkpoints, hence its own copy of the check.)
-    """
-    folder = getattr(tokenizer, "name_or_path", None) or ""
-    if not os.path.isdir(folder):
-        return  # built in memory, or from a Hub id: nothing to look at
-    names = os.listdir(folder)
-    if any(name in _VOCABULARY_FILES or name.endswith((".model", ".tiktoken")) for name in names):
-        return
-    raise ValueError(
-        f"The tokenizer was loaded from {folder}, which holds none of the files a tokenizer's vocabulary is saved in "
-        f"({', '.join(_VOCABULARY_FILES)}): transformers built one of {len(tokenizer)} special tokens only, so every "
-        "word would read as unknown. Save the tokenizer next to the model (tokenizer.save_pretrained(folder)), or "
-        "pass tokenizer=AutoTokenizer.from_pretrained(<the folder or Hub id that holds it>)."
-    )
 
 
 def _word_offsets(encoding: Any, window: int, offsets: list, context_sequence: int) -> list:
