@@ -2,6 +2,7 @@
 independent per-token references, masking, BERT equivalence of the joint baseline, saving and portable loading."""
 
 import json
+import math
 import re
 
 import pytest
@@ -29,10 +30,8 @@ ANSWERABLE = [[0, 5, 6, 7], [0, 3, 4]]
 
 def reader(preset: str, seed: int = 0, **overrides) -> ForceReaderForQuestionAnswering:
     torch.manual_seed(seed)
-    config = ForceReaderConfig.from_preset(
-        preset, encoder_config=ENCODER, interaction_channels=4, interaction_kernel_sizes=[3, 5], classifier_dropout=0.0,
-        **overrides,
-    )
+    values = dict(encoder_config=ENCODER, interaction_channels=4, interaction_kernel_sizes=[3, 5], classifier_dropout=0.0)
+    config = ForceReaderConfig.from_preset(preset, **{**values, **overrides})
     model = ForceReaderForQuestionAnswering(config).eval()
     with torch.no_grad():  # weights large enough that attention and convolutions are far from uniform
         for name, parameter in model.named_parameters():
@@ -76,12 +75,13 @@ def test_every_rung_masks_all_but_the_passage_and_cls_and_trains(preset):
     assert new_layers and all(p.grad is not None and p.grad.abs().sum() > 0 for n, p in new_layers), preset
 
 
-def test_the_loss_is_the_sum_of_start_and_end_cross_entropies():
+def test_the_loss_is_the_mean_of_start_and_end_cross_entropies():
     model = reader("forcereader")
     starts, ends = torch.tensor([5, 3]), torch.tensor([7, 4])
     out = model(**packed(start_positions=starts, end_positions=ends))
-    expected = -(out.start_logits.log_softmax(-1)[[0, 1], starts].mean() + out.end_logits.log_softmax(-1)[[0, 1], ends].mean())
-    torch.testing.assert_close(out.loss, expected)
+    start_nll = -out.start_logits.log_softmax(-1)[[0, 1], starts].mean()
+    end_nll = -out.end_logits.log_softmax(-1)[[0, 1], ends].mean()
+    torch.testing.assert_close(out.loss, (start_nll + end_nll) / 2)
 
 
 def test_the_joint_baseline_is_bert_for_question_answering_on_the_answerable_positions():
@@ -94,6 +94,77 @@ def test_the_joint_baseline_is_bert_for_question_answering_on_the_answerable_pos
     for row, allowed in enumerate(ANSWERABLE):
         torch.testing.assert_close(ours.start_logits[row, allowed], reference.start_logits[row, allowed])
         torch.testing.assert_close(ours.end_logits[row, allowed], reference.end_logits[row, allowed])
+
+
+def test_the_joint_baseline_trains_on_bert_for_question_answerings_objective():
+    """Training mode (no dropout, so both see the same function): our loss and its gradients are BERT's, computed on
+    BERT's logits with the question and padding positions masked as ours are (the one documented difference)."""
+    encoder = ENCODER.to_dict() | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    model = reader("joint-bert", encoder_config=encoder).train()
+    bert = BertForQuestionAnswering(type(ENCODER)(**encoder)).train()
+    bert.bert.load_state_dict(model.forcereader.encoder.state_dict(), strict=False)
+    bert.qa_outputs.load_state_dict(model.qa_outputs.state_dict())
+    starts, ends = torch.tensor([5, 0]), torch.tensor([7, 0])
+    ours = model(**packed(start_positions=starts, end_positions=ends))
+    logits = bert(**packed())
+    masked = torch.ones_like(MASK, dtype=torch.bool)
+    for row, allowed in enumerate(ANSWERABLE):
+        masked[row, allowed] = False
+    start_logits, end_logits = (x.masked_fill(masked, MASKED_LOGIT) for x in (logits.start_logits, logits.end_logits))
+    reference = (torch.nn.functional.cross_entropy(start_logits, starts)
+                 + torch.nn.functional.cross_entropy(end_logits, ends)) / 2  # BertForQuestionAnswering's total_loss
+    torch.testing.assert_close(ours.loss, reference)
+    ours.loss.backward()
+    reference.backward()
+    torch.testing.assert_close(model.qa_outputs.weight.grad, bert.qa_outputs.weight.grad)
+
+
+@pytest.mark.parametrize("preset", ["sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader"])
+def test_a_fresh_reader_starts_from_uniform_start_and_end_distributions(preset):
+    """The bilinear head (and ForceReader's residual interaction projection) start at zero: the first loss is the
+    uniform one, log(number of answerable positions), not the 14.5 against 9.7 of a random bilinear start."""
+    torch.manual_seed(0)
+    model = ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(preset, encoder_config=ENCODER)).eval()
+    with torch.no_grad():
+        out = model(**packed(start_positions=torch.tensor([5, 3]), end_positions=torch.tensor([6, 4])))
+    for row, allowed in enumerate(ANSWERABLE):
+        assert torch.all(out.start_logits[row, allowed] == 0) and torch.all(out.end_logits[row, allowed] == 0)
+    expected = sum(math.log(len(allowed)) for allowed in ANSWERABLE) / len(ANSWERABLE)
+    assert out.loss.item() == pytest.approx(expected)
+
+
+def test_forcereader_starts_as_its_cond_attention_reader_and_the_interaction_features_reach_the_logits():
+    """`interaction_head="residual"`: the interaction module adds to the CondAttentionReader's head (4.2), through
+    a projection that starts at zero; once it is not zero, the interaction features change the logits."""
+    full = reader("forcereader")
+    with torch.no_grad():
+        full.interaction_outputs.weight.zero_()
+        full.interaction_outputs.bias.zero_()
+    torch.manual_seed(0)
+    cond = ForceReaderForQuestionAnswering(
+        ForceReaderConfig.from_preset("cond-attention-reader", encoder_config=ENCODER, classifier_dropout=0.0)
+    ).eval()
+    missing, unexpected = cond.load_state_dict(full.state_dict(), strict=False)
+    assert not missing and unexpected and all(k.startswith(("interaction", "interaction_")) for k in unexpected)
+    with torch.no_grad():
+        torch.testing.assert_close(full(**packed()).start_logits, cond(**packed()).start_logits)
+        full.interaction_outputs.weight.normal_()
+        changed = full(**packed()).start_logits
+    assert not torch.allclose(changed, cond(**packed()).start_logits)
+
+
+@pytest.mark.parametrize("head, classifier_width", [("paper", 4), ("concat", 4 + 16)])
+def test_the_other_interaction_heads_classify_the_pooled_features(head, classifier_width):
+    model = reader("forcereader", interaction_head=head)
+    assert model.qa_outputs.in_features == classifier_width and model.start_bilinear is None
+    out = model(**packed(start_positions=torch.tensor([5, 3]), end_positions=torch.tensor([6, 4])))
+    assert torch.isfinite(out.loss)
+
+
+def test_configs_saved_with_the_older_boolean_load_their_head():
+    assert ForceReaderConfig(interaction_keeps_passage_features=True).interaction_head == "concat"
+    assert ForceReaderConfig(interaction_keeps_passage_features=False).interaction_head == "paper"
+    assert ForceReaderConfig().interaction_head == "residual"
 
 
 def _separate_states(model, row: int):
@@ -110,29 +181,34 @@ def _separate_states(model, row: int):
     return question, passage, joint
 
 
-def _mode_reference(queries, keys, background, scale: float):
-    """Eqs. 2-3 token by token: alpha_ij = softmax_j((k_j + h_QCP) . q_i); q_i + sum_j alpha_ij k_j."""
+def _mode_reference(queries, keys, background, scale: float, side: str = "query"):
+    """Eqs. 2-3 token by token: alpha_ij = softmax_j(k_j . (q_i + h_QCP)) (the default, query side) or
+    softmax_j((k_j + h_QCP) . q_i) (Eq. 3 as printed, key side); q_i + sum_j alpha_ij k_j."""
     out, attention = [], []
     for query in queries:
-        scores = torch.stack([((key + background) if background is not None else key) @ query * scale for key in keys])
+        shifted_query = query + background if background is not None and side == "query" else query
+        scores = torch.stack([((key + background) if background is not None and side == "key" else key) @ shifted_query
+                              * scale for key in keys])
         alpha = scores.softmax(0)
         attention.append(alpha)
         out.append(query + sum(a * key for a, key in zip(alpha, keys)))
     return torch.stack(out), torch.stack(attention)
 
 
-@pytest.mark.parametrize("preset, scale", [("multi-mode-reader", False), ("cond-attention-reader", False),
-                                           ("cond-attention-reader", True)])
-def test_reading_modes_follow_equations_2_and_3(preset, scale):
-    model = reader(preset, scale_mode_attention=scale).double()
+@pytest.mark.parametrize("preset, scale, side", [("multi-mode-reader", False, "query"),
+                                                 ("cond-attention-reader", False, "query"),
+                                                 ("cond-attention-reader", True, "query"),
+                                                 ("multi-mode-reader", False, "key")])
+def test_reading_modes_follow_equations_2_and_3(preset, scale, side):
+    model = reader(preset, scale_mode_attention=scale, background_attention_side=side).double()
     with torch.no_grad():
         body = model.forcereader(**packed())
     for row in range(2):
         question, passage, joint = _separate_states(model, row)
         background = joint if model.config.conditional_background_attention else None
         factor = ENCODER.hidden_size**-0.5 if scale else 1.0
-        q_read, q2p = _mode_reference(question, passage, background, factor)
-        p_read, p2q = _mode_reference(passage, question, background, factor)
+        q_read, q2p = _mode_reference(question, passage, background, factor, side)
+        p_read, p2q = _mode_reference(passage, question, background, factor, side)
         nq, np_ = len(question), len(passage)
         torch.testing.assert_close(body.question_states[row, :nq], q_read)
         torch.testing.assert_close(body.passage_states[row, :np_], p_read)
@@ -141,6 +217,54 @@ def test_reading_modes_follow_equations_2_and_3(preset, scale):
         torch.testing.assert_close(body.background[row], joint)
         assert body.question_to_passage_attentions[row, :nq, np_:].abs().sum() == 0, "no attention on padding"
         assert body.passage_to_question_attentions[row, :np_, nq:].abs().sum() == 0
+
+
+def _attentions_with_background(model, background: torch.Tensor):
+    """The Q2P and P2Q attentions of row 0 of the packed batch with h_QCP replaced by `background`."""
+    sequences = split_packed_input(INPUT_IDS, TOKEN_TYPES, MASK)
+    body = model.forcereader
+    question = body._encode(sequences.question_ids, sequences.question_mask)
+    passage = body._encode(sequences.passage_ids, sequences.passage_mask)
+    _, q2p = body.question_to_passage(question, passage, sequences.passage_mask, background)
+    _, p2q = body.passage_to_question(passage, question, sequences.question_mask, background)
+    return q2p, p2q
+
+
+def test_the_background_conditions_the_attention_and_receives_gradient():
+    """Eq. 3 on the query side (the default): other backgrounds give other attention weights, and h_QCP (hence the
+    QCP encoder pass) gets gradient from the loss."""
+    model = reader("cond-attention-reader").double()
+    background = torch.randn(2, 16, dtype=torch.double)
+    with torch.no_grad():
+        first, second = _attentions_with_background(model, background), _attentions_with_background(model, -background)
+    assert (first[0] - second[0]).abs().max() > 1e-2 and (first[1] - second[1]).abs().max() > 1e-2
+    captured = {}
+    hook = model.forcereader.encoder.register_forward_hook(
+        lambda module, inputs, output: captured.setdefault("states", []).append(output.last_hidden_state)
+    )
+    out = model(**packed(start_positions=torch.tensor([5, 3]), end_positions=torch.tensor([6, 4])))
+    hook.remove()
+    joint_states = captured["states"][-1]  # the QCP pass over the packed pair runs last
+    joint_states.retain_grad()
+    assert joint_states.shape[1] == INPUT_IDS.shape[1]
+    assert torch.autograd.grad(out.loss, joint_states)[0][:, 0].abs().sum() > 0  # through h_QCP = [CLS]
+
+
+def test_equation_3_as_printed_changes_no_attention_weight_and_skips_the_qcp_pass():
+    """The key-side reading adds h_QCP . q_i to every score of a row: the softmax cancels it, whatever h_QCP is.
+    So the model does not pay for the QCP encoder pass when nothing else reads h_QCP."""
+    model = reader("cond-attention-reader", background_attention_side="key").double()
+    background = torch.randn(2, 16, dtype=torch.double)
+    with torch.no_grad():
+        first, second = _attentions_with_background(model, background), _attentions_with_background(model, -background)
+    torch.testing.assert_close(first[0], second[0])
+    torch.testing.assert_close(first[1], second[1])
+    calls = []
+    hook = model.forcereader.encoder.register_forward_hook(lambda *args: calls.append(1))
+    with torch.no_grad():
+        assert model.forcereader(**packed()).background is None
+    hook.remove()
+    assert len(calls) == 2, "question and passage passes only"
 
 
 def test_the_interaction_tensor_is_cosine_and_mean_l1_of_every_token_pair():

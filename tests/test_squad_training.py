@@ -38,14 +38,36 @@ def forcereader(preset: str = "forcereader") -> ForceReaderForQuestionAnswering:
                                                                          interaction_channels=8))
 
 
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory) -> dict:
+    """The joint baseline and the full ForceReader, each trained on the same 16 questions, steps and seed."""
+    runs = {}
+    for preset in ("joint-bert", "forcereader"):
+        train, validation = small_split("1.1", train_questions=16, validation_questions=24)
+        model = forcereader(preset)
+        result = train_on_squad(model, TOKENIZER, train, validation, str(tmp_path_factory.mktemp(preset)),
+                                max_length=128, doc_stride=48, num_train_epochs=10, per_device_train_batch_size=16,
+                                logging_steps=1, new_lr=3e-3, pretrained_lr=1e-3)
+        losses = [entry["loss"] for entry in result.trainer.state.log_history if "loss" in entry]
+        runs[preset] = (model, train, validation, result, losses)
+    return runs
+
+
+def test_forcereader_loss_falls_at_least_as_fast_as_the_joint_baselines(quick_runs):
+    """The answer head reads the passage states with the interaction features added (not the bounded features
+    alone, which moved the loss 9.55 -> 9.48 where the joint baseline went 9.59 -> 7.61): from the same start, the
+    full model's loss ends no higher than the joint baseline's."""
+    joint, full = quick_runs["joint-bert"][-1], quick_runs["forcereader"][-1]
+    assert len(joint) == len(full)
+    first = lambda losses: sum(losses[:3]) / 3  # noqa: E731
+    last = lambda losses: sum(losses[-3:]) / 3  # noqa: E731
+    assert first(full) == pytest.approx(first(joint), rel=0.1), (joint[:3], full[:3])  # both start near uniform
+    assert last(full) <= last(joint), (joint, full)
+
+
 @pytest.mark.parametrize("preset", ["joint-bert", "forcereader"])
-def test_the_trainer_lowers_the_loss_on_real_squad_questions(tmp_path, preset):
-    train, validation = small_split("1.1", train_questions=16, validation_questions=24)
-    model = forcereader(preset)
-    result = train_on_squad(model, TOKENIZER, train, validation, str(tmp_path), max_length=128, doc_stride=48,
-                            num_train_epochs=10, per_device_train_batch_size=16, logging_steps=1, new_lr=3e-3,
-                            pretrained_lr=1e-3)
-    losses = [entry["loss"] for entry in result.trainer.state.log_history if "loss" in entry]
+def test_the_trainer_lowers_the_loss_on_real_squad_questions(quick_runs, preset):
+    model, train, validation, result, losses = quick_runs[preset]
     assert sum(losses[-3:]) / 3 < 0.85 * sum(losses[:3]) / 3, losses
     evaluation = result.validation
     assert set(evaluation.predictions) == set(validation["id"])

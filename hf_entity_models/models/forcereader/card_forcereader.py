@@ -60,7 +60,10 @@ def _limitations(config: ForceReaderConfig, datasets: list[str]) -> list[str]:
         "Where the paper is silent, choices were made and are documented in the code: the reading modes read the "
         "separate encodings in parallel; without Conditional Background Attention h_QCP is added to the question "
         "summary; the L1 channel is the mean absolute difference; depthwise-then-pointwise convolutions with ReLU; "
-        "the loss sums the start and end cross-entropies (Eq. 7).",
+        "the loss is the mean of the start and end cross-entropies (Eq. 7 halved, as BertForQuestionAnswering); "
+        "Eq. 3 adds h_QCP to the attending token (as printed it adds a constant the softmax ignores); the full "
+        "model's answer head is the CondAttentionReader's plus a zero-initialised projection of the interaction "
+        "features (interaction_head='residual'; 'paper' classifies them alone and hardly learns).",
         "Separate encoding runs the encoder on the question, the passage and (QCP mode) the pair: about two to "
         "three times the encoder cost of the joint baseline.",
     ]

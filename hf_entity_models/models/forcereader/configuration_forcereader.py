@@ -13,6 +13,10 @@ from hf_entity_models.models._shared.evaluation_results import EvaluationResults
 from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
 
 READING_MODES = ("q2p", "p2q", "qcp")
+# What the start/end classifier of the full ForceReader reads (see the `interaction_head` field).
+INTERACTION_HEADS = ("residual", "concat", "paper")
+# Where Eq. 3 adds the background h_QCP (see the `background_attention_side` field).
+BACKGROUND_ATTENTION_SIDES = ("query", "key")
 # The rungs of the paper's ablation ladder (Table 1), each one config: the switches that differ from the default.
 PRESETS = {
     "joint-bert": dict(
@@ -64,9 +68,18 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             question-passage pair jointly and keeps its [CLS] vector h_QCP as background semantics. Needs
             `separate_encoding`.
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
-            Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores use the keys plus h_QCP.
-            Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the question summary of the answer
-            classifier (the paper does not say how the MultiModeReader fuses QCP; this is the choice made here).
+            Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
+            (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
+            question summary of the answer classifier (the paper does not say how the MultiModeReader fuses QCP;
+            this is the choice made here).
+        background_attention_side (`str`, *optional*, defaults to `"query"`):
+            Which side of the attention score h_QCP is added to. `"key"` is Eq. 3 as printed:
+            softmax_j((H_Pj + h_QCP) . H_Qi). Its extra term h_QCP . H_Qi is the same for every j, and a softmax is
+            blind to a constant, so the attention weights never change with h_QCP and h_QCP gets no gradient
+            (kept for reproduction; the QCP encoder pass is then skipped when nothing else reads h_QCP).
+            `"query"` (default) adds h_QCP to the attending token instead: softmax_j(H_Pj . (H_Qi + h_QCP)) =
+            softmax_j(H_Pj . H_Qi + H_Pj . h_QCP), so every key is also weighed by how well it matches the jointly
+            read pair: the background conditions the attention, as section 3.3 intends.
         interactive_reasoning (`bool`, *optional*, defaults to `True`):
             Interactive Reasoning (3.4, Eqs. 4-6): the cosine and L1 interaction tensor S of passage x question
             tokens, `len(interaction_kernel_sizes)` separable convolution layers, global max-pooling over the
@@ -77,9 +90,17 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             Output channels c of every separable convolution layer.
         interaction_kernel_sizes (`list[int]`, *optional*, defaults to `[3, 5, 7]`):
             Kernel size of the depthwise convolution of each layer ("different receptive field sizes"), odd.
-        interaction_keeps_passage_features (`bool`, *optional*, defaults to `False`):
-            Also feed the passage token states to the start/end classifier next to the interaction features. The
-            paper classifies on the interaction features alone (3.5); this is an extension, off by default.
+        interaction_head (`str`, *optional*, defaults to `"residual"`):
+            What the start/end classifier reads when `interactive_reasoning` is on. Section 4.2 builds ForceReader
+            by *adding* the interaction module to the CondAttentionReader; `"residual"` (default) reads it that way:
+            the CondAttentionReader's bilinear passage head plus a zero-initialised linear projection of
+            LayerNorm(H), so the model starts as the CondAttentionReader and the interaction features add to its
+            logits. `"concat"` classifies [H; H_P] linearly. `"paper"` is 3.5 read literally: a linear classifier on
+            H alone. H is bounded (cosines, mean L1 distances, max-pooled ReLUs) and starts with a tiny spread, so
+            that head cannot scale its logits within a fine-tuning budget and hardly learns (measured: F1 2.6
+            against 23 for the joint baseline on 1,200 SQuAD questions); it is kept to reproduce the reading.
+            Configs saved with the older boolean `interaction_keeps_passage_features` load as `"concat"` (true) or
+            `"paper"` (false).
         scale_mode_attention (`bool`, *optional*, defaults to `False`):
             Divide the Q2P / P2Q attention scores by sqrt(hidden size). The paper's Eq. 2 and 3 do not scale.
         null_score_diff_threshold (`float`, *optional*, defaults to 0.0):
@@ -117,7 +138,8 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     interactive_reasoning: bool = True
     interaction_channels: int = 64
     interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
-    interaction_keeps_passage_features: bool = False
+    interaction_head: str = "residual"
+    background_attention_side: str = "query"
     scale_mode_attention: bool = False
     null_score_diff_threshold: float | int = 0.0
     classifier_dropout: float | int = 0.1
@@ -125,6 +147,9 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
+        legacy_head = kwargs.pop("interaction_keeps_passage_features", None)
+        if legacy_head is not None:  # configs saved before `interaction_head` existed
+            self.interaction_head = "concat" if legacy_head else "paper"
         self.encoder_config = build_encoder_config(self.encoder_config, default_model_type="bert")
         self.reading_modes = list(self.reading_modes)
         self.interaction_kernel_sizes = [int(size) for size in self.interaction_kernel_sizes]
@@ -163,6 +188,15 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             "conditional_background_attention conditions the attention on the QCP mode's [CLS]: add 'qcp' to "
             "reading_modes or set conditional_background_attention=False.",
         )
+        _require(
+            self.interaction_head in INTERACTION_HEADS,
+            f"interaction_head must be one of {INTERACTION_HEADS}, got {self.interaction_head!r}.",
+        )
+        _require(
+            self.background_attention_side in BACKGROUND_ATTENTION_SIDES,
+            f"background_attention_side must be one of {BACKGROUND_ATTENTION_SIDES}, got "
+            f"{self.background_attention_side!r}.",
+        )
         _require(self.interaction_channels >= 1, f"interaction_channels must be >= 1, got {self.interaction_channels}.")
         _require(
             len(self.interaction_kernel_sizes) >= 1 and all(size >= 1 and size % 2 == 1 for size in self.interaction_kernel_sizes),
@@ -177,4 +211,4 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["PRESETS", "READING_MODES", "ForceReaderConfig"]
+__all__ = ["BACKGROUND_ATTENTION_SIDES", "INTERACTION_HEADS", "PRESETS", "READING_MODES", "ForceReaderConfig"]

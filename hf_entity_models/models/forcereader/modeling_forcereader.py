@@ -123,7 +123,8 @@ class ForceReaderQuestionAnsweringOutput(ModelOutput):
 
     Args:
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `start_positions` and `end_positions` are given):
-            Sum of the start and end cross-entropies (Eq. 7), averaged over the batch.
+            Mean of the start and end cross-entropies (Eq. 7 up to its factor 2, as `BertForQuestionAnswering`),
+            averaged over the batch.
         start_logits (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
             Answer-start scores over the packed input; question, separator and padding positions hold `MASKED_LOGIT`.
             Position 0 ([CLS]) scores "no answer" (SQuAD 2.0).
@@ -164,12 +165,15 @@ class ForceReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
 
 
 class ModeAttention(nn.Module):
-    """One reading mode of section 3.2: every query token adds its attention read of the other sequence (Eq. 2),
-    with the keys shifted by the background h_QCP when the attention is conditional (Eq. 3)."""
+    """One reading mode of section 3.2: every query token adds its attention read of the other sequence (Eq. 2).
+    When the attention is conditional (Eq. 3) the background h_QCP is added to the scores' query side (default: it
+    weighs every key by its match with the pair) or, as printed, to the key side (a constant per query, which the
+    softmax ignores: see `ForceReaderConfig.background_attention_side`)."""
 
-    def __init__(self, hidden_size: int, scale: bool):
+    def __init__(self, hidden_size: int, scale: bool, background_side: str = "query"):
         super().__init__()
         self.scaling = hidden_size**-0.5 if scale else 1.0
+        self.background_side = background_side
 
     def forward(
         self,
@@ -178,8 +182,12 @@ class ModeAttention(nn.Module):
         key_mask: torch.BoolTensor,
         background: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        score_keys = keys if background is None else keys + background[:, None, :]
-        scores = torch.bmm(queries, score_keys.transpose(1, 2)) * self.scaling
+        score_queries, score_keys = queries, keys
+        if background is not None and self.background_side == "query":
+            score_queries = queries + background[:, None, :]
+        elif background is not None:
+            score_keys = keys + background[:, None, :]
+        scores = torch.bmm(score_queries, score_keys.transpose(1, 2)) * self.scaling
         attention = scores.masked_fill(~key_mask[:, None, :], torch.finfo(scores.dtype).min).softmax(dim=-1)
         return queries + torch.bmm(attention, keys), attention
 
@@ -254,8 +262,9 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
         super().__init__(config)
         self.encoder = AutoModel.from_config(config.encoder_config)
         hidden_size = config.encoder_config.hidden_size
-        self.question_to_passage = ModeAttention(hidden_size, config.scale_mode_attention)
-        self.passage_to_question = ModeAttention(hidden_size, config.scale_mode_attention)
+        side = config.background_attention_side
+        self.question_to_passage = ModeAttention(hidden_size, config.scale_mode_attention, side)
+        self.passage_to_question = ModeAttention(hidden_size, config.scale_mode_attention, side)
         self.post_init()
 
     def forward(
@@ -299,7 +308,7 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
         question = self._encode(sequences.question_ids, sequences.question_mask)
         passage = self._encode(sequences.passage_ids, sequences.passage_mask)
         modes = self.config.reading_modes
-        background = self._encode(input_ids, attention_mask, token_type_ids)[:, 0] if "qcp" in modes else None
+        background = self._encode(input_ids, attention_mask, token_type_ids)[:, 0] if self._reads_background() else None
         condition = background if self.config.conditional_background_attention else None
         # Both modes read the separate encodings: they are parallel readings, not one after the other.
         question_to_passage = passage_to_question = None
@@ -323,6 +332,17 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
             passage_to_question_attentions=passage_to_question,
         )
 
+    def _reads_background(self) -> bool:
+        """Whether anything reads h_QCP, so that its encoder pass (about one extra pass over the packed pair) is
+        worth running: the conditional attention on its query side, or the answer head's question summary (which
+        adds h_QCP when the attention is not conditional). Eq. 3 read literally (the key side) changes nothing."""
+        config = self.config
+        if "qcp" not in config.reading_modes:
+            return False
+        if not config.conditional_background_attention:
+            return True
+        return config.background_attention_side == "query" and bool({"q2p", "p2q"} & set(config.reading_modes))
+
     def _encode(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, token_type_ids: torch.LongTensor | None = None
     ) -> torch.Tensor:
@@ -341,7 +361,11 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
     The rungs of the ladder predict differently: the joint baseline classifies each packed token linearly (BERT's
     QA head); the separate-encoding rungs without Interactive Reasoning score each passage token bilinearly against
     an attention-pooled question vector (the AttentiveReader-like prediction the paper names), plus h_QCP when the
-    QCP mode is not already inside the attention; ForceReader classifies the pooled interaction features (Eq. 6).
+    QCP mode is not already inside the attention; ForceReader adds the pooled interaction features H (Eq. 6) to
+    that head through a zero-initialised projection of LayerNorm(H) (`interaction_head="residual"`, the default:
+    section 4.2 adds the interaction module to the CondAttentionReader), or classifies [H; H_P] (`"concat"`) or H
+    alone (`"paper"`, 3.5 read literally, which cannot scale its logits and hardly learns). The bilinear head and
+    the residual projection start at zero, so training starts from uniform start/end distributions.
 
     Example:
 
@@ -367,17 +391,34 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         hidden_size = config.encoder_config.hidden_size
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.question_pooling = self.start_bilinear = self.end_bilinear = self.interaction = None
+        self.interaction_norm = self.interaction_outputs = None
+        head = config.interaction_head if config.interactive_reasoning else None
         if config.interactive_reasoning:
             self.interaction = InteractiveReasoning(config)
-            features = config.interaction_channels + (hidden_size if config.interaction_keeps_passage_features else 0)
-            self.qa_outputs = nn.Linear(features, 2)
-        elif config.separate_encoding:
+        if head == "paper":
+            self.qa_outputs = nn.Linear(config.interaction_channels, 2)
+        elif head == "concat":
+            self.qa_outputs = nn.Linear(config.interaction_channels + hidden_size, 2)
+        elif config.separate_encoding:  # the bilinear passage head: the middle rungs, and ForceReader's "residual"
             self.question_pooling = nn.Linear(hidden_size, 1)
             self.start_bilinear = nn.Linear(hidden_size, hidden_size)
             self.end_bilinear = nn.Linear(hidden_size, hidden_size)
+            if head == "residual":
+                self.interaction_norm = nn.LayerNorm(config.interaction_channels)
+                self.interaction_outputs = nn.Linear(config.interaction_channels, 2)
         else:
             self.qa_outputs = nn.Linear(hidden_size, 2)
         self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        # Zero starts: the bilinear head would start with a start-logit spread of about 2.5 (an initial loss of
+        # 14.5 against 9.7 for uniform logits, and encoder gradients of norm ~100); the residual interaction
+        # projection makes the full model start exactly as its CondAttentionReader.
+        if any(module is layer for layer in (self.start_bilinear, self.end_bilinear, self.interaction_outputs)):
+            init.zeros_(module.weight)
+            init.zeros_(module.bias)
 
     @classmethod
     def from_encoder(
@@ -421,16 +462,20 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
             attention_mask = torch.ones_like(input_ids)
         body = self.forcereader(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         passage = self.dropout(body.passage_states)
+        question = self.dropout(body.question_states) if body.question_states is not None else None
+        interaction = None
         if self.interaction is not None:
-            question = self.dropout(body.question_states)
-            features = self.interaction(passage, question, body.passage_mask, body.question_mask)
-            if self.config.interaction_keeps_passage_features:
-                features = torch.cat([features, passage], dim=-1)
-            start, end = self.qa_outputs(features).unbind(dim=-1)
-        elif self.question_pooling is not None:
-            summary = self._question_summary(self.dropout(body.question_states), body.question_mask, body.background)
+            interaction = self.interaction(passage, question, body.passage_mask, body.question_mask)
+        if self.question_pooling is not None:
+            summary = self._question_summary(question, body.question_mask, body.background)
             start = (passage * self.start_bilinear(summary)[:, None, :]).sum(dim=-1)
             end = (passage * self.end_bilinear(summary)[:, None, :]).sum(dim=-1)
+            if self.interaction_outputs is not None:
+                interaction_start, interaction_end = self.interaction_outputs(self.interaction_norm(interaction)).unbind(-1)
+                start, end = start + interaction_start, end + interaction_end
+        elif interaction is not None:
+            features = interaction if self.config.interaction_head == "paper" else torch.cat([interaction, passage], -1)
+            start, end = self.qa_outputs(features).unbind(dim=-1)
         else:
             start, end = self.qa_outputs(passage).unbind(dim=-1)
         answerable = _answerable_positions(input_ids, attention_mask, token_type_ids)
@@ -488,14 +533,15 @@ def _to_packed_positions(
 def _span_loss(
     start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
 ) -> torch.Tensor:
-    """Eq. 7: -(log P_start + log P_end), averaged over the batch. Positions outside the input are ignored, as in
-    `BertForQuestionAnswering`."""
+    """Eq. 7 halved, -(log P_start + log P_end) / 2, averaged over the batch: `BertForQuestionAnswering`'s loss (the
+    factor changes no optimum; with it the joint rung trains exactly as BERT's QA head does). Positions outside the
+    input are ignored, as in `BertForQuestionAnswering`."""
     ignored = start_logits.shape[1]
     start_positions = start_positions.view(-1).clamp(0, ignored)
     end_positions = end_positions.view(-1).clamp(0, ignored)
     start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored)
     end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored)
-    return start_loss + end_loss
+    return (start_loss + end_loss) / 2
 
 
 __all__ = [
