@@ -142,13 +142,19 @@ def test_train_on_squad_2_with_a_validation_file_reports_hasans_noans_and_the_th
     report = json.loads((output / "validation_results.json").read_text())
     assert report["squad_version"] == "2.0" and report["validation_articles"] == 2
     assert report["null_score_diff_threshold"] == model.config.null_score_diff_threshold
+    # Both files are plain JSON: a threshold is a finite number, never -Infinity.
+    for path in (output / "validation_results.json", output / "config.json"):
+        json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(f"{path.name} holds {name}"))
     lines = score_lines(out)
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert lines[0].startswith("validation exact match") and "(SQuAD 2.0, 16 questions of 2 article(s))" in lines[0]
     assert lines[1] == (f"validation HasAns ({report['HasAns_total']} answerable questions): exact match "
                         f"{report['HasAns_exact']:.1f}, F1 {report['HasAns_f1']:.1f}")
     assert lines[2].startswith(f"validation NoAns ({report['NoAns_total']} unanswerable questions)")
-    assert lines[3].startswith(f"no-answer threshold {model.config.null_score_diff_threshold:.3f}")
+    answered = report["answered_total"]
+    assert lines[3] == (f"validation answered {answered} of 16 questions ({100 * answered / 16:.1f}%) with a span, "
+                        f"\"no answer\" to {16 - answered}")
+    assert lines[4].startswith(f"no-answer threshold {model.config.null_score_diff_threshold:.3f}")
 
     # A checkpoint that records SQuAD 2.0 results lets "no answer" compete by default, at its stored threshold.
     status, out, err = run_cli(capsys, "predict", output, "--question", QUESTION, "--context", CONTEXT)
@@ -392,3 +398,48 @@ def test_a_config_that_does_not_match_the_weights_is_refused(trained, data, tmp_
         line = error_line(err, argv[0])
         assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
         assert "weight(s) the model needs are missing" in line
+
+
+def test_a_model_that_never_answers_shows_it_in_the_squad_2_lines():
+    """Overall F1 is the share of unanswerable questions when a model abstains everywhere: the HasAns, NoAns and
+    answered lines are what tell it apart."""
+    import datasets
+
+    from hf_entity_models.cli.question_answering import squad_score_lines
+    from hf_entity_models.tasks.question_answering.postprocess import SquadPredictions
+    from hf_entity_models.tasks.question_answering.training import score_answers
+
+    examples = datasets.Dataset.from_dict({
+        "id": list("abcd"), "is_impossible": [False, False, True, True],
+        "answers": [{"text": ["Paris"], "answer_start": [0]}, {"text": ["Rome"], "answer_start": [0]},
+                    {"text": [], "answer_start": []}, {"text": [], "answer_start": []}],
+    })
+    # Every question's null score beats its best span by 2 logits: at threshold 0.5 none is answered.
+    abstaining = SquadPredictions({"a": "Paris", "b": "Rome", "c": "x", "d": "y"}, dict.fromkeys("abcd", 2.0), {})
+    lines = squad_score_lines("report", score_answers(abstaining, examples, 0.5), 4, 1)
+    assert lines == [
+        "report exact match 50.0, F1 50.0 (SQuAD 2.0, 4 questions of 1 article(s))",
+        "report HasAns (2 answerable questions): exact match 0.0, F1 0.0",
+        "report NoAns (2 unanswerable questions): exact match 100.0, F1 100.0",
+        'report answered 0 of 4 questions (0.0%) with a span, "no answer" to 4',
+        lines[4],
+    ] and lines[4].startswith("no-answer threshold 0.500")
+
+
+def test_evaluate_on_squad_2_reports_hasans_noans_and_the_questions_answered(trained, data, tmp_path, capsys):
+    status, out, err = run_cli(capsys, "evaluate", trained["folder"], data["v2-validation"], *WINDOWS)
+    assert status == 0, err
+    result = json.loads(out)
+    assert {"HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "answered_total", "answered_percent"} <= set(result)
+    assert result["answered_percent"] == pytest.approx(100 * result["answered_total"] / result["questions"])
+
+
+def test_a_checkpoint_with_a_non_finite_threshold_is_refused_in_one_line(trained, data, tmp_path, capsys):
+    folder = tmp_path / "infinite-threshold"
+    shutil.copytree(trained["folder"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["null_score_diff_threshold"] = float("-inf")  # what older releases could write
+    (folder / "config.json").write_text(json.dumps(config))
+    status, out, err = run_cli(capsys, "evaluate", folder, data["v2-validation"], *WINDOWS)
+    assert status == 1 and out == ""
+    assert "null_score_diff_threshold must be a finite number" in error_line(err, "evaluate")

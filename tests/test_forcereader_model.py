@@ -161,6 +161,12 @@ def test_the_other_interaction_heads_classify_the_pooled_features(head, classifi
     assert torch.isfinite(out.loss)
 
 
+@pytest.mark.parametrize("threshold", [float("-inf"), float("inf"), float("nan")])
+def test_a_non_finite_null_threshold_is_refused(threshold):
+    with pytest.raises(ValueError, match="null_score_diff_threshold must be a finite number"):
+        ForceReaderConfig(null_score_diff_threshold=threshold)
+
+
 def test_configs_saved_with_the_older_boolean_load_their_head():
     assert ForceReaderConfig(interaction_keeps_passage_features=True).interaction_head == "concat"
     assert ForceReaderConfig(interaction_keeps_passage_features=False).interaction_head == "paper"

@@ -55,7 +55,8 @@ def test_top_spans_finds_the_best_valid_span_not_the_best_logits():
     starts, ends, scores = top_spans(start, end, mask, max_answer_length=30, n_best_size=1)
     assert (starts.item(), ends.item(), scores.item()) == (2, 4, 13.0)
     starts, ends, scores = top_spans(start, end, mask, max_answer_length=30, n_best_size=3)
-    assert list(zip(starts[0].tolist(), ends[0].tolist(), scores[0].tolist())) == [(2, 4, 13.0), (2, 2, 8.0), (2, 3, 7.0)]
+    # (1, 1) and (2, 3) both score 7: a tie goes to the earlier start.
+    assert list(zip(starts[0].tolist(), ends[0].tolist(), scores[0].tolist())) == [(2, 4, 13.0), (2, 2, 8.0), (1, 1, 7.0)]
 
 
 def test_top_spans_respects_the_length_limit():
@@ -342,3 +343,15 @@ def test_layout_of_prepare_validation_features(tokenizer):
         [{"id": "q1", "context": context}], rows, start_logits, end_logits, version_2=True
     )
     assert predictions == {"q1": "Seine"} and nbest["q1"][0]["start"] == target
+
+
+def test_equal_span_scores_rank_the_same_whatever_the_number_asked_for():
+    """An untrained head scores every span alike: the earliest start, then the shortest span, comes first, so the
+    best answer does not depend on how many answers were asked for (topk breaks ties arbitrarily)."""
+    logits = torch.zeros(1, 40)
+    mask = torch.ones(1, 40, dtype=torch.bool)
+    mask[0, :3] = False
+    best = top_spans(logits, logits, mask, max_answer_length=30, n_best_size=1)
+    several = top_spans(logits, logits, mask, max_answer_length=30, n_best_size=50)
+    assert (best[0][0, 0].item(), best[1][0, 0].item()) == (3, 3)
+    assert [(s, e) for s, e in zip(several[0][0, :3].tolist(), several[1][0, :3].tolist())] == [(3, 3), (3, 4), (3, 5)]

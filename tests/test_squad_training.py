@@ -121,9 +121,10 @@ def test_the_null_threshold_is_the_best_cut_of_the_sorted_null_odds():
     # k lowest are answered: k=0: c+d = 2; k=1: a+c+d = 3; k=2: a+d = 2; k=3: a+d = 2; k=4: a = 1. Best: answer a only.
     odds = {"a": -3.0, "c": -1.0, "b": 0.5, "d": 2.0}
     assert choose_null_threshold(SquadPredictions(predictions, odds, {}), examples) == -3.0
-    # Answering nothing is best when every span is wrong: -inf, whatever the odds.
+    # Answering nothing is best when every span is wrong: a finite cut below the smallest odds (one logit below),
+    # never -inf (which config.json cannot hold as a number).
     wrong = {"a": "London", "b": "Oslo", "c": "x", "d": "y"}
-    assert choose_null_threshold(SquadPredictions(wrong, odds, {}), examples) == float("-inf")
+    assert choose_null_threshold(SquadPredictions(wrong, odds, {}), examples) == -4.0
 
 
 def test_train_and_validation_must_be_the_same_version(tmp_path):

@@ -47,10 +47,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Score a coreference checkpoint on GAP-format rows at its stored threshold "
         "(config.coref_threshold), or a question-answering checkpoint (ForceReader or any "
         "AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
-        "EM / F1 (SQuAD 2.0: also HasAns / NoAns and the best thresholds, at config.null_score_diff_threshold). A "
-        "language model (GPT2E, or a plain GPT-2 GPT2LMHeadModel) is scored on CoNLL-2012 documents (--conll: "
-        "perplexity, for GPT2E with and without entity ids) and / or on LAMBADA (--lambada: perplexity of the last "
-        "word and last-word accuracy).",
+        "EM / F1 (SQuAD 2.0: also HasAns / NoAns, the share of questions answered with a span and the best "
+        "thresholds, at config.null_score_diff_threshold). A language model (GPT2E, or a plain GPT-2 "
+        "GPT2LMHeadModel) is scored on CoNLL-2012 documents (--conll: perplexity, for GPT2E with and without entity "
+        "ids) and / or on LAMBADA (--lambada: perplexity of the last word and last-word accuracy).",
         epilog="Example (GPT2E): hf-entity evaluate runs/gpt2e-litbank --conll litbank/conll --split test "
         "--lambada lambada_test.jsonl --lambada-limit 500",
     )
@@ -181,8 +181,8 @@ def _evaluate_coreference(args: argparse.Namespace) -> int:
 
 
 def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -> int:
-    """Official EM / F1 (SQuAD 2.0: HasAns / NoAns and the best thresholds) of a question-answering checkpoint's
-    answers to every question of the SQuAD file, as JSON."""
+    """Official EM / F1 (SQuAD 2.0: HasAns / NoAns, the questions answered with a span, and the best thresholds) of a
+    question-answering checkpoint's answers to every question of the SQuAD file, as JSON."""
     from ..tasks.question_answering import evaluate_squad
     from .question_answering import (
         article_count,
@@ -216,6 +216,10 @@ def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -
     }
     if evaluation.version == "2.0":
         result["null_score_diff_threshold"] = evaluation.null_score_diff_threshold
+        # Always there, null when the file has no such question: the overall F1 alone cannot tell a model that
+        # never answers (HasAns 0, answered_percent 0) from one that does.
+        for key in ("HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"):
+            result.setdefault(key, None)
     _print_result(result, args.output)
     if args.predictions:
         write_json(Path(args.predictions), evaluation.predictions)

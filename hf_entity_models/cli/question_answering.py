@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -332,7 +331,9 @@ def build_question_answering_model(args: argparse.Namespace, encoder: str, overr
 
 
 def squad_score_lines(split: str, evaluation: Any, questions: int, articles: int) -> list[str]:
-    """One line for EM / F1, and for SQuAD 2.0 one each for HasAns, NoAns and the no-answer threshold."""
+    """One line for EM / F1, and for SQuAD 2.0 one each for HasAns, NoAns, the questions answered (not "no answer")
+    and the no-answer threshold: a model that never answers scores the share of unanswerable questions overall,
+    and only these lines show that it answers nothing."""
     scores = evaluation.scores
     lines = [
         f"{split} exact match {evaluation.exact_match:.1f}, F1 {evaluation.f1:.1f} (SQuAD {evaluation.version}, "
@@ -348,14 +349,15 @@ def squad_score_lines(split: str, evaluation: Any, questions: int, articles: int
             )
         else:
             lines.append(f"{split} {prefix}: no {kind} questions")
-    threshold = evaluation.null_score_diff_threshold
-    meaning = (
-        "every question is answered \"no answer\"" if threshold == -math.inf
-        else "\"no answer\" when the null score exceeds the best span score by more"
+    answered, total = scores["answered_total"], scores["total"]
+    lines.append(
+        f"{split} answered {answered} of {total} questions ({scores['answered_percent']:.1f}%) with a span, "
+        f"\"no answer\" to {total - answered}"
     )
     lines.append(
-        f"no-answer threshold {threshold:.3f} (chosen on these {split} questions and stored in the checkpoint's "
-        f"config.null_score_diff_threshold: {meaning})"
+        f"no-answer threshold {evaluation.null_score_diff_threshold:.3f} (chosen on these {split} questions and "
+        "stored in the checkpoint's config.null_score_diff_threshold: \"no answer\" when the null score exceeds the "
+        "best span score by more)"
     )
     return lines
 

@@ -5,6 +5,8 @@ It imports only ``transformers``, ``huggingface_hub``, the standard library and 
 ``trust_remote_code=True`` where this package is not installed.
 """
 
+import math
+
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
@@ -201,6 +203,13 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         _require(
             len(self.interaction_kernel_sizes) >= 1 and all(size >= 1 and size % 2 == 1 for size in self.interaction_kernel_sizes),
             f"interaction_kernel_sizes must be a non-empty list of odd sizes, got {self.interaction_kernel_sizes}.",
+        )
+        _require(
+            not isinstance(self.null_score_diff_threshold, bool)
+            and math.isfinite(float(self.null_score_diff_threshold)),
+            f"null_score_diff_threshold must be a finite number, got {self.null_score_diff_threshold!r}: a non-finite "
+            "threshold makes the model always or never answer; choose one on validation (choose_null_threshold) or "
+            "use 0.0.",
         )
         _require(0.0 <= self.classifier_dropout < 1.0, f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}.")
         self.validate_evaluation_results()

@@ -147,7 +147,10 @@ def top_spans(
         # band[w, i, d] = end[w, i + d]: every end at most `width - 1` tokens after the start i.
         band = torch.nn.functional.pad(window_end, (0, width - 1), value=-math.inf).unfold(1, width, 1)
         span_scores = (window_start.unsqueeze(-1) + band).reshape(len(window_start), -1)
-        best, flat = span_scores.topk(k, dim=1)
+        # A stable sort, not topk: among equal scores (an untrained head scores every span alike) the earliest
+        # start and then the shortest span come first, whatever k is, so top_k=1 is the first of top_k=3.
+        flat = torch.argsort(span_scores, dim=1, descending=True, stable=True)[:, :k]
+        best = span_scores.gather(1, flat)
         span_start = torch.div(flat, width, rounding_mode="floor")
         starts.append(span_start)
         ends.append(span_start + flat % width)

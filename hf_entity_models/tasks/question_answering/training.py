@@ -10,6 +10,7 @@ with `trainer.save_model`, which does so by itself).
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,9 @@ class SquadEvaluation:
         predictions: Question id -> answer text ("" for no answer).
         null_odds: Question id -> null score minus best span score (logits; larger means "no answer").
         scores: The official scores in percent (`exact_match`/`f1` for 1.1; `exact`, `f1`, `HasAns_*`, `NoAns_*`,
-            `best_*` for 2.0).
+            `best_*` for 2.0), and for 2.0 how many questions got a span rather than "no answer": `answered_total`
+            and `answered_percent` (a model that never answers shows 0 here, and `HasAns_f1` 0, however high
+            `NoAns_f1` and the overall F1 are).
         version: "1.1" or "2.0".
         null_score_diff_threshold: The no-answer threshold the 2.0 predictions were made with (None for 1.1).
     """
@@ -239,40 +242,116 @@ def score_answers(
     answers: SquadPredictions, examples: datasets.Dataset, null_score_diff_threshold: float = 0.0
 ) -> SquadEvaluation:
     """Official scores of best-span answers. SQuAD 2.0: a question is answered "" when its null odds exceed the
-    threshold; the scores also hold the official best thresholds (`best_f1_thresh`), searched over the best spans."""
+    threshold (a finite number: +-inf would answer every question alike, whatever the odds); the scores also hold
+    the official best thresholds (`best_f1_thresh`), searched over the best spans, and the share of questions
+    answered with a span (`answered_total`, `answered_percent`)."""
     version = squad_version(examples)
     gold = {row["id"]: list(row["answers"]["text"]) for row in examples}
     if version == "1.1":
         scores = score_squad_v1(answers.predictions, gold).as_dict()
         return SquadEvaluation(dict(answers.predictions), dict(answers.null_odds), scores, version)
+    null_score_diff_threshold = checked_null_threshold(null_score_diff_threshold)
     predictions = {
         question: "" if answers.null_odds[question] > null_score_diff_threshold else answer
         for question, answer in answers.predictions.items()
     }
     scores = score_squad_v2(predictions, gold).as_dict()
     scores.update(dataclasses.asdict(find_best_thresholds(answers.predictions, gold, answers.null_odds)))
+    answered = sum(answer != "" for answer in predictions.values())
+    scores.update(answered_total=answered, answered_percent=100.0 * answered / len(predictions))
     return SquadEvaluation(predictions, dict(answers.null_odds), scores, version, null_score_diff_threshold)
+
+
+def checked_null_threshold(threshold: Any, where: str = "null_score_diff_threshold") -> float:
+    """`threshold` as a float if it is a finite number, else a ValueError: a non-finite no-answer threshold answers
+    every question alike (-inf: never, +inf: always, NaN: always) and is not valid JSON in a config."""
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
+        raise ValueError(
+            f"{where} must be a finite number, got {threshold!r}: a SQuAD 2.0 no-answer threshold of +-inf or NaN "
+            "answers every question alike and cannot be stored in config.json (JSON has no Infinity / NaN). Choose "
+            "one on validation with choose_null_threshold, or pass a finite one (evaluate_squad's "
+            "null_score_diff_threshold; `hf-entity evaluate --null-threshold T`)."
+        )
+    return float(threshold)
+
+
+def record_null_threshold(config: Any, threshold: float) -> None:
+    """Store a SQuAD 2.0 no-answer threshold in `config.null_score_diff_threshold` (the pipeline and `evaluate_squad`
+    read it), refusing a non-finite one (see `checked_null_threshold`).
+
+    Example:
+
+    ```python
+    >>> from transformers import PretrainedConfig
+    >>> config = PretrainedConfig()
+    >>> record_null_threshold(config, -1.5)
+    >>> config.null_score_diff_threshold
+    -1.5
+
+    ```
+    """
+    config.null_score_diff_threshold = checked_null_threshold(threshold)
 
 
 def choose_null_threshold(answers: SquadPredictions, examples: datasets.Dataset) -> float:
     """The SQuAD 2.0 no-answer threshold with the best F1 on `examples`: answering exactly the questions whose null
-    odds are at most the threshold (no answer when the odds exceed it).
+    odds are at most the threshold (no answer when the odds exceed it). Always a finite number, which reproduces
+    the best F1 when applied (`score_answers`) and can be stored in config.json.
 
-    Unlike the official `best_f1_thresh`, which reports 0.0 when answering nothing is best whatever the odds are,
-    the threshold returned here reproduces the best F1 when applied (-inf: never answer).
+    Only the order of the odds matters, so the candidates are the finite cut points of the sorted distinct odds:
+    each odds value itself (answer the questions with odds up to it, as the official `best_f1_thresh` is placed),
+    and one logit below the smallest (answer none of them). Equal odds fall on the same side of every threshold, so
+    they are taken or left together. Infinite odds are on the same side of every finite threshold (-inf: always
+    answered; +inf, a question without any valid span: never). On equal F1 the fewer answers win, as in the
+    official search. Unlike the official `best_f1_thresh`, which reports 0.0 when answering nothing is best
+    whatever the odds are, the threshold returned here then lies below every finite odds. Without finite odds
+    every threshold gives the same answers: 0.0.
+
+    Raises:
+        ValueError: A question's null odds are NaN (the model's logits were not finite).
+
+    Example:
+
+    ```python
+    >>> from datasets import Dataset
+    >>> examples = Dataset.from_list([{"id": "a", "answers": {"text": ["Paris"]}, "is_impossible": False},
+    ...                               {"id": "b", "answers": {"text": []}, "is_impossible": True}])
+    >>> answers = SquadPredictions({"a": "Paris", "b": "Rome"}, {"a": -2.0, "b": 1.0}, {})
+    >>> choose_null_threshold(answers, examples)  # answer a, not b
+    -2.0
+    >>> choose_null_threshold(SquadPredictions({"a": "Lyon", "b": "Rome"}, {"a": -2.0, "b": 1.0}, {}), examples)
+    -3.0
+
+    ```
     """
     gold = {row["id"]: list(row["answers"]["text"]) for row in examples}
-    ordered = sorted(answers.null_odds, key=answers.null_odds.__getitem__)
-    span_f1 = [score_answer(answers.predictions[question], gold[question], version="v2.0")[1] for question in ordered]
-    unanswerable = [float(not gold[question]) for question in ordered]
-    # Answering the k lowest-odds questions scores sum(span_f1[:k]) + sum(unanswerable[k:]).
-    best_count = 0
-    best_score = score = sum(unanswerable)
-    for count, (answered, abstained) in enumerate(zip(span_f1, unanswerable), start=1):
-        score += answered - abstained
-        if score > best_score:
-            best_count, best_score = count, score
-    return float(answers.null_odds[ordered[best_count - 1]]) if best_count else -math.inf
+    # Answering a question instead of abstaining changes the summed F1 by its span's F1 minus 1 if unanswerable.
+    gain_at: dict[float, float] = {}
+    for question, odds in answers.null_odds.items():
+        odds = float(odds)
+        if math.isnan(odds):
+            raise ValueError(
+                f"The null odds of question {question!r} are NaN: the model gave non-finite logits; no no-answer "
+                "threshold can be chosen from them."
+            )
+        if math.isinf(odds):
+            continue
+        span_f1 = score_answer(answers.predictions[question], gold[question], version="v2.0")[1]
+        gain_at[odds] = gain_at.get(odds, 0.0) + span_f1 - float(not gold[question])
+    if not gain_at:
+        return 0.0
+    cuts = sorted(gain_at)
+    best_cut, best_gain, gain = None, 0.0, 0.0
+    for cut in cuts:
+        gain += gain_at[cut]
+        if gain > best_gain + 1e-9:  # summed F1 in questions: 1e-9 only absorbs rounding
+            best_cut, best_gain = cut, gain
+    if best_cut is not None:
+        return best_cut
+    below = cuts[0] - 1.0
+    if below == cuts[0]:  # odds so large that one logit is below their float resolution
+        below = math.nextafter(cuts[0], -math.inf)
+    return checked_null_threshold(below, "the no-answer threshold below the smallest null odds")
 
 
 def evaluate_squad(
@@ -301,7 +380,11 @@ def evaluate_squad(
     ```
     """
     if null_score_diff_threshold is None:
-        null_score_diff_threshold = float(getattr(model.config, "null_score_diff_threshold", 0.0) or 0.0)
+        configured = getattr(model.config, "null_score_diff_threshold", None)
+        null_score_diff_threshold = 0.0 if configured is None else checked_null_threshold(
+            configured, "the model config's null_score_diff_threshold (written by an earlier, faulty version if it "
+            "is -inf)"
+        )
     return score_answers(answer_squad(model, tokenizer, examples, **answer_options), examples, null_score_diff_threshold)
 
 
@@ -365,7 +448,7 @@ def train_on_squad(
     threshold = 0.0
     if version == "2.0":
         threshold = choose_null_threshold(answers, validation_examples)
-        trained.config.null_score_diff_threshold = threshold
+        record_null_threshold(trained.config, threshold)
     evaluation = score_answers(answers, validation_examples, threshold)
     _record(trained.config, evaluation)
     return SquadTrainingResult(trainer, evaluation)
@@ -375,7 +458,11 @@ def _record(config: Any, evaluation: SquadEvaluation) -> None:
     if not hasattr(config, "record_evaluation"):
         return
     dataset = DATASET_IDS[evaluation.version]
-    metrics = ("exact_match", "f1") if evaluation.version == "1.1" else ("exact", "f1", "HasAns_f1", "NoAns_f1")
+    # SQuAD 2.0: the split and the share answered too, so that a model that never answers, whose overall F1 is the
+    # share of unanswerable questions, shows HasAns 0 and 0 % answered on its card.
+    metrics = ("exact_match", "f1") if evaluation.version == "1.1" else (
+        "exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "answered_percent"
+    )
     for metric in metrics:
         if metric in evaluation.scores and math.isfinite(evaluation.scores[metric]):
             config.record_evaluation(
