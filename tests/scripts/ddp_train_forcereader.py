@@ -38,7 +38,14 @@ def tiny_forcereader(vocab_size: int) -> ForceReaderForQuestionAnswering:
     encoder = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=MAX_LENGTH)  # fmt: skip
     config = ForceReaderConfig.from_preset("forcereader", encoder_config=encoder, interaction_channels=8)
-    return ForceReaderForQuestionAnswering(config)
+    model = ForceReaderForQuestionAnswering(config)
+    # The answer head starts at zero (uniform logits), so nothing behind it gets gradient until it has moved. Two
+    # steps (the first at warm-up's zero rate) would leave most biases where they started, and the test checks that
+    # every trained weight moved the same way on both ranks: start the head away from zero.
+    with torch.no_grad():
+        for layer in (model.start_bilinear, model.end_bilinear, model.interaction_outputs):
+            layer.weight.normal_(0.0, 0.02)
+    return model
 
 
 def train(output_dir: Path) -> None:
