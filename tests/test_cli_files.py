@@ -395,8 +395,8 @@ def test_a_checkpoint_that_lacks_a_weight_is_refused_in_one_line(tmp_path, check
     status, out, err = run_cli(capsys, "predict", folder, "--text", TEXT)
     assert status == 1 and out == ""
     line = one_error_line(err, "predict")
-    assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
-    assert f"1 weight(s) the model needs are missing ({name})" in line
+    assert f"{folder / 'model.safetensors'} does not fit {folder / 'config.json'}" in line
+    assert f"it lacks 1 weight the config asks for ({name})" in line
     assert transformers_log.getvalue() == "", "the load report of a refused load is replaced by the one line"
 
 

@@ -434,5 +434,5 @@ def test_a_config_with_fewer_layers_than_the_weights_is_refused(books, tmp_path,
         status, out, err = run_cli(capsys, *argv)
         assert status == 1 and out == ""
         line = error_line(err, argv[0])
-        assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
-        assert "stored weight(s) have no place in the model (transformer.h.1." in line
+        assert f"{folder / 'model.safetensors'} does not fit {folder / 'config.json'}" in line
+        assert "the config has no place for (transformer.h.1." in line

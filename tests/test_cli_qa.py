@@ -392,8 +392,8 @@ def test_a_config_that_does_not_match_the_weights_is_refused(trained, data, tmp_
         status, out, err = run_cli(capsys, *argv)
         assert status == 1 and out == ""
         line = error_line(err, argv[0])
-        assert f"the weights in {folder / 'model.safetensors'} do not match {folder / 'config.json'}" in line
-        assert "weight(s) the model needs are missing" in line
+        assert f"{folder / 'model.safetensors'} does not fit {folder / 'config.json'}" in line
+        assert "weights the config asks for" in line and "it lacks" in line
 
 
 def test_a_model_that_never_answers_shows_it_in_the_squad_2_lines():

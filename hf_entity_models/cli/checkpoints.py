@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .common import DEBUG_VARIABLE, HUB_ID, CliError, listing, one_line
+from .common import DEBUG_VARIABLE, HUB_ID, CliError, one_line
 
 # The files a checkpoint folder consists of: all that `push` uploads, and (with the report `train` writes) all that
 # `train --overwrite` replaces. Anything else there (a .env, notes, optimizer or trainer states, subfolders) is the
@@ -178,34 +178,14 @@ def load_model(
 
 
 def _check_loaded_weights(model: Any, loading_info: dict[str, Any], location: str, advice: str | None) -> None:
-    """Refuse missing, unexpected or resized weights, except those the model class declares it may lack or
-    ignore (tied weights, `_keys_to_ignore_on_load_missing` / `_unexpected`)."""
-    missing = _unexplained_keys(model, loading_info.get("missing_keys"), "_keys_to_ignore_on_load_missing")
-    unexpected = _unexplained_keys(model, loading_info.get("unexpected_keys"), "_keys_to_ignore_on_load_unexpected")
-    resized = sorted(str(entry[0] if isinstance(entry, (tuple, list)) else entry)
-                     for entry in loading_info.get("mismatched_keys") or ())
-    problems = [
-        f"{len(keys)} {what} ({listing(keys, 3)})"
-        for keys, what in ((missing, "weight(s) the model needs are missing"),
-                           (unexpected, "stored weight(s) have no place in the model"),
-                           (resized, "weight(s) have other sizes"))
-        if keys
-    ]
-    if problems:
-        raise CliError(
-            f"the weights in {weights_description(location)} do not match {config_description(location)}: "
-            f"{'; '.join(problems)}. "
-            + (advice or "Was config.json edited or copied from another model? Restore the config.json saved with "
-               "these weights (the model would otherwise run with random or missing layers).")
-        )
+    """Refuse missing, unexpected or resized weights (`check_loading_info`, shared with `from_encoder`), in one line
+    that ends with the caller's advice when it has one."""
+    from ..models._shared.encoders import check_loading_info
 
-
-def _unexplained_keys(model: Any, keys: Any, ignore_attribute: str) -> list[str]:
-    tied = set(getattr(model, "_tied_weights_keys", None) or ())  # a dict in transformers 5.x: its keys
-    patterns = list(getattr(model, ignore_attribute, None) or ())
-    return sorted(
-        key for key in keys or () if key not in tied and not any(re.search(pattern, key) for pattern in patterns)
-    )
+    try:
+        check_loading_info(model, loading_info, location)
+    except ValueError as error:
+        raise CliError(f"{error} {advice}" if advice else str(error)) from error
 
 
 def load_failure(location: str, error: BaseException, mismatch_advice: str | None) -> str:

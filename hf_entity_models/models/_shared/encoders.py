@@ -56,7 +56,8 @@ def check_loading_info(
 
     transformers has already removed what a class expects to miss (tied weights, `_keys_to_ignore_on_load_missing`,
     `_keys_to_ignore_on_load_unexpected`). A left-over weight counts only when it belongs to a module the model has
-    (``encoder.layer.6.*`` with a 6-layer config): the heads of a checkpoint saved from a task model (``cls.*``,
+    (``encoder.layer.6.*`` with a 6-layer config, ``transformer.h.1.*`` in a one-layer head model): the heads of a
+    checkpoint saved from a task model (``cls.*``,
     ``qa_outputs.*``, a pooler the model lacks) are dropped on purpose when its base model is loaded.
 
     Args:
@@ -70,13 +71,16 @@ def check_loading_info(
     """
     prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
     modules = {name for name, _ in model.named_children()}
+    # A base model's own modules, for keys stored under the prefix of a head model (``bert.encoder.layer.6.*``).
+    base_model = getattr(model, model.base_model_prefix, model) if model.base_model_prefix else model
+    base_modules = {name for name, _ in base_model.named_children()}
     missing = sorted(
         str(key) for key in loading_info.get("missing_keys", ()) if not str(key).startswith(unused_prefixes)
     )
     unexpected = sorted(
         str(key)
         for key in loading_info.get("unexpected_keys", ())
-        if str(key).removeprefix(prefix).split(".")[0] in modules
+        if str(key).split(".")[0] in modules or str(key).removeprefix(prefix).split(".")[0] in base_modules
     )
     mismatched = sorted(
         str(entry[0] if isinstance(entry, (tuple, list)) else entry)
