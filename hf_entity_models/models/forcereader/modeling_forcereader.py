@@ -100,6 +100,9 @@ class ForceReaderModelOutput(ModelOutput):
             Real positions of `question_states`.
         background (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
             h_QCP, the [CLS] state of the jointly encoded pair (QCP mode).
+        pair_states (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*):
+            The QCP mode's states of the whole packed pair, in the packed layout (returned when the answer head
+            reads them: `qcp_passage_logits`).
         question_to_passage_attentions (`torch.FloatTensor` of shape `(batch_size, question_length, passage_length)`, *optional*):
             Q2P attention alpha (Eq. 2 / 3): how each question token reads the passage (the paper's Figure 4).
         passage_to_question_attentions (`torch.FloatTensor` of shape `(batch_size, passage_length, question_length)`, *optional*):
@@ -112,6 +115,7 @@ class ForceReaderModelOutput(ModelOutput):
     question_states: torch.FloatTensor | None = None
     question_mask: torch.BoolTensor | None = None
     background: torch.FloatTensor | None = None
+    pair_states: torch.FloatTensor | None = None
     question_to_passage_attentions: torch.FloatTensor | None = None
     passage_to_question_attentions: torch.FloatTensor | None = None
 
@@ -308,7 +312,8 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
         question = self._encode(sequences.question_ids, sequences.question_mask)
         passage = self._encode(sequences.passage_ids, sequences.passage_mask)
         modes = self.config.reading_modes
-        background = self._encode(input_ids, attention_mask, token_type_ids)[:, 0] if self._reads_background() else None
+        pair = self._encode(input_ids, attention_mask, token_type_ids) if self._reads_pair() else None
+        background = pair[:, 0] if pair is not None else None
         condition = background if self.config.conditional_background_attention else None
         # Both modes read the separate encodings: they are parallel readings, not one after the other.
         question_to_passage = passage_to_question = None
@@ -328,20 +333,25 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
             question_states=question_read,
             question_mask=sequences.question_mask,
             background=background,
+            pair_states=pair if self._reads_pair_tokens() else None,
             question_to_passage_attentions=question_to_passage,
             passage_to_question_attentions=passage_to_question,
         )
 
-    def _reads_background(self) -> bool:
-        """Whether anything reads h_QCP, so that its encoder pass (about one extra pass over the packed pair) is
-        worth running: the conditional attention on its query side, or the answer head's question summary (which
-        adds h_QCP when the attention is not conditional). Eq. 3 read literally (the key side) changes nothing."""
+    def _reads_pair(self) -> bool:
+        """Whether anything reads the QCP pass over the packed pair (about one extra encoder pass): the answer head
+        (its token states, `qcp_passage_logits`), the conditional attention on its query side, or the answer head's
+        question summary (which adds h_QCP when the attention is not conditional). Eq. 3 read literally (the key
+        side) changes nothing, so on its own it does not pay for the pass."""
         config = self.config
         if "qcp" not in config.reading_modes:
             return False
-        if not config.conditional_background_attention:
+        if self._reads_pair_tokens() or not config.conditional_background_attention:
             return True
         return config.background_attention_side == "query" and bool({"q2p", "p2q"} & set(config.reading_modes))
+
+    def _reads_pair_tokens(self) -> bool:
+        return "qcp" in self.config.reading_modes and self.config.qcp_passage_logits
 
     def _encode(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, token_type_ids: torch.LongTensor | None = None
@@ -391,7 +401,7 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         hidden_size = config.encoder_config.hidden_size
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.question_pooling = self.start_bilinear = self.end_bilinear = self.interaction = None
-        self.interaction_norm = self.interaction_outputs = None
+        self.interaction_norm = self.interaction_outputs = self.pair_outputs = None
         head = config.interaction_head if config.interactive_reasoning else None
         if config.interactive_reasoning:
             self.interaction = InteractiveReasoning(config)
@@ -408,6 +418,8 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
                 self.interaction_outputs = nn.Linear(config.interaction_channels, 2)
         else:
             self.qa_outputs = nn.Linear(hidden_size, 2)
+        if config.separate_encoding and "qcp" in config.reading_modes and config.qcp_passage_logits:
+            self.pair_outputs = nn.Linear(hidden_size, 2)  # BERT's QA head on the QCP pass (normal start, like BERT's)
         self.post_init()
 
     @torch.no_grad()
@@ -481,6 +493,10 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         answerable = _answerable_positions(input_ids, attention_mask, token_type_ids)
         start_logits = _to_packed_positions(start, body.passage_positions, answerable)
         end_logits = _to_packed_positions(end, body.passage_positions, answerable)
+        if self.pair_outputs is not None:  # the QCP mode's jointly read tokens add their votes (packed layout)
+            pair_start, pair_end = self.pair_outputs(self.dropout(body.pair_states)).unbind(dim=-1)
+            start_logits = torch.where(answerable, start_logits + pair_start, start_logits)
+            end_logits = torch.where(answerable, end_logits + pair_end, end_logits)
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = _span_loss(start_logits, end_logits, start_positions, end_positions)
