@@ -1,0 +1,103 @@
+"""Markdown tables of `bench_forcereader_squad.py`'s results files: one table per SQuAD version, then the step times.
+
+    python benchmarks/summarise_forcereader_squad.py benchmarks/results/forcereader_squad_issue22b_*.json
+
+Runs from several files are merged by (version, seed, rung): files measured with another budget are refused, and a
+run found twice is refused (which one would count is not obvious). Scores are on the report part of the held-out
+articles; "selection F1" is on the selection part, where the SQuAD 2.0 threshold and the defaults were chosen.
+Mean ± sample standard deviation over seeds; the paired difference is the rung's F1 minus the joint baseline's on
+the same seed.
+"""
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+BASELINE = "joint-bert"
+
+
+def merge(paths: list[Path]) -> tuple[dict, dict | None, dict]:
+    """(version -> rung -> seed -> record, the speed record if any file has one, the common budget)."""
+    quality: dict = {}
+    speed, budget = None, None
+    for path in paths:
+        results = json.loads(path.read_text())
+        if budget is None:
+            budget = results["budget"]
+        elif results["budget"] != budget:
+            raise SystemExit(f"{path} was measured with another budget ({results['budget']}) than {budget}.")
+        speed = speed or results.get("speed")
+        for version, per_version in results["quality"].items():
+            for seed, runs in per_version["runs"].items():
+                for rung, record in runs.items():
+                    seeds = quality.setdefault(version, {}).setdefault(rung, {})
+                    if seed in seeds:
+                        raise SystemExit(f"SQuAD {version}, seed {seed}, {rung} is in more than one file ({path}).")
+                    seeds[seed] = record
+    return quality, speed, budget or {}
+
+
+def spread(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def version_table(version: str, rungs: dict) -> list[str]:
+    f1_key = "f1"
+    em_key = "exact_match" if version == "1.1" else "exact"
+    extra = " HasAns F1 | NoAns F1 | threshold (chosen on selection) |" if version == "2.0" else ""
+    lines = [
+        f"| rung | seeds | EM | F1 | F1 per seed | paired F1 - joint, per seed (mean) | mean F1 / joint's | selection F1 |{extra}",
+        "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if extra else ""),
+    ]
+    baseline = rungs.get(BASELINE, {})
+    baseline_mean = statistics.mean(r["report"][f1_key] for r in baseline.values()) if baseline else None
+    for rung, seeds in rungs.items():
+        order = sorted(seeds, key=int)
+        f1 = [seeds[s]["report"][f1_key] for s in order]
+        em = [seeds[s]["report"][em_key] for s in order]
+        selection = [seeds[s]["selection"][f1_key] for s in order]
+        paired = [seeds[s]["report"][f1_key] - baseline[s]["report"][f1_key] for s in order if s in baseline]
+        paired_text = "-" if rung == BASELINE or not paired else (
+            ", ".join(f"{d:+.1f}" for d in paired) + f" ({statistics.mean(paired):+.1f})"
+        )
+        ratio = f"{statistics.mean(f1) / baseline_mean:.2f}" if baseline_mean else "-"
+        row = (f"| `{rung}` | {', '.join(order)} | {spread(em)} | **{spread(f1)}** | "
+               f"{', '.join(f'{v:.1f}' for v in f1)} | {paired_text} | {ratio} | {spread(selection)} |")
+        if extra:
+            has = [seeds[s]["report"].get("HasAns_f1", float("nan")) for s in order]
+            no = [seeds[s]["report"].get("NoAns_f1", float("nan")) for s in order]
+            thresholds = ", ".join(f"{seeds[s]['null_score_diff_threshold']:.2f}" for s in order)
+            row += f" {spread(has)} | {spread(no)} | {thresholds} |"
+        lines.append(row)
+    return lines
+
+
+def speed_table(speed: dict) -> list[str]:
+    lines = ["| rung | median s / step | ratio to joint (median of interleaved batches) | min .. max |", "|---|---|---|---|"]
+    for rung, timing in speed["rungs"].items():
+        lines.append(
+            f"| `{rung}` | {timing['median_step_s']:.2f} | **{timing['ratio_to_baseline']:.2f}** | "
+            f"{timing['ratio_min']:.2f} .. {timing['ratio_max']:.2f} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    quality, speed, budget = merge(args.results)
+    print(f"Budget: {json.dumps(budget)}\n")
+    for version in sorted(quality):
+        print(f"SQuAD {version} (report part):\n")
+        print("\n".join(version_table(version, quality[version])) + "\n")
+    if speed:
+        print("Train-step time:\n")
+        print("\n".join(speed_table(speed)))
+
+
+if __name__ == "__main__":
+    main()
