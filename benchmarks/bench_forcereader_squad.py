@@ -62,6 +62,7 @@ VARIANTS = {
     "forcereader-cls-only": ("forcereader", {"qcp_passage_logits": False}),
     "cond-attention-reader-cls-only": ("cond-attention-reader", {"qcp_passage_logits": False}),
     "multi-mode-reader-cls-only": ("multi-mode-reader", {"qcp_passage_logits": False}),
+    "forcereader-paper": ("forcereader-paper", {}),
 }
 BASELINE = "joint-bert"
 RESULTS = Path(__file__).parent / "results"

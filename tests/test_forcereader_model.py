@@ -367,6 +367,16 @@ def test_the_presets_are_the_papers_ladder():
                                           "forcereader"]
 
 
+def test_the_paper_preset_reads_every_part_as_printed_and_is_named_as_such():
+    paper = ForceReaderConfig.from_preset("forcereader-paper", encoder_config=ENCODER)
+    assert (paper.qcp_passage_logits, paper.background_attention_side, paper.interaction_head) == (False, "key", "paper")
+    assert paper.preset == "forcereader-paper", "the most specific preset names it, not the default full model"
+    # One field away from the paper preset is no longer it, but still the full ladder rung.
+    assert ForceReaderConfig.from_preset("forcereader-paper", encoder_config=ENCODER, interaction_head="residual").preset == "forcereader"
+    model = ForceReaderForQuestionAnswering(paper)
+    assert model.pair_outputs is None and model.qa_outputs.in_features == paper.interaction_channels
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [

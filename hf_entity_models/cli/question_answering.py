@@ -35,7 +35,9 @@ from .training import (
 # The rungs of ForceReader's ablation ladder, from the joint baseline to the full model: the keys of
 # `configuration_forcereader.PRESETS`, named here so that building the parser imports no model code
 # (tests/test_cli_package.py checks that both lists agree).
-FORCEREADER_PRESETS = ("joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader")
+FORCEREADER_PRESETS = (
+    "joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader", "forcereader-paper"
+)
 # Question-answering windows when none are given: the SQuAD standard, within what the model reads.
 DEFAULT_MAX_LENGTH = 384
 DEFAULT_DOC_STRIDE = 128

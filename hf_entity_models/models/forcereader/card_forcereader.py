@@ -25,6 +25,8 @@ _RUNG_NAMES = {
     "multi-mode-reader": "MultiModeReader",
     "cond-attention-reader": "CondAttentionReader",
     "forcereader": "ForceReader",
+    "forcereader-paper": "ForceReader with every part read as printed (the QCP pair's [CLS] only, Eq. 3 on the key side, "
+    "the classifier on the interaction features alone)",
 }
 
 

@@ -45,6 +45,18 @@ PRESETS = {
         conditional_background_attention=True,
         interactive_reasoning=True,
     ),
+    # The full model with every part read as printed: the QCP pair gives only its [CLS] (3.2, 3.3), Eq. 3 adds h_QCP
+    # on the key side, and the classifier reads the interaction features alone (3.5). Kept for reproduction: it
+    # hardly learns within a fine-tuning budget (see the three fields' docs and the model card).
+    "forcereader-paper": dict(
+        separate_encoding=True,
+        reading_modes=list(READING_MODES),
+        conditional_background_attention=True,
+        interactive_reasoning=True,
+        qcp_passage_logits=False,
+        background_attention_side="key",
+        interaction_head="paper",
+    ),
 }
 
 
@@ -177,11 +189,14 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
 
     @property
     def preset(self) -> str | None:
-        """The name of the ladder rung this config is, or None for a combination outside the ladder."""
-        for name, switches in PRESETS.items():
-            if all(getattr(self, field) == value for field, value in switches.items()):
-                return name
-        return None
+        """The name of the preset this config is (the one that fixes the most fields, when several fit), or None
+        for a combination outside the ladder."""
+        fitting = [
+            (len(switches), name)
+            for name, switches in PRESETS.items()
+            if all(getattr(self, field) == value for field, value in switches.items())
+        ]
+        return max(fitting)[1] if fitting else None
 
     def _check_values(self) -> None:
         unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
