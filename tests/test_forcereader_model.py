@@ -561,3 +561,20 @@ def test_push_to_the_hub_then_answer_from_the_hub_without_the_package(tmp_path):
     assert remote["model"] == "ForceReaderForQuestionAnswering"
     assert remote["answer"]["answer"] == expected["answer"]
     assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)
+
+
+def test_a_checkpoint_saved_before_the_qcp_token_head_existed_loads_without_it(tmp_path):
+    """Old config.json files have no `qcp_passage_logits`: they were trained without the QCP token head, so they
+    load without it (not with a random head that changes their answers); new configs keep the field as saved."""
+    model = reader("forcereader", qcp_passage_logits=False)
+    model.save_pretrained(tmp_path)
+    config_file = tmp_path / "config.json"
+    saved = json.loads(config_file.read_text())
+    del saved["qcp_passage_logits"]
+    config_file.write_text(json.dumps(saved))
+    loaded = ForceReaderForQuestionAnswering.from_pretrained(tmp_path).eval()
+    assert loaded.config.qcp_passage_logits is False and loaded.pair_outputs is None
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**packed()).start_logits, model.eval()(**packed()).start_logits)
+    assert ForceReaderConfig.from_dict({"encoder_config": ENCODER.to_dict()}).qcp_passage_logits is True
+

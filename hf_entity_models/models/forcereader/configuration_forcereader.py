@@ -181,6 +181,14 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         self._check_values()
 
     @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs) -> "ForceReaderConfig":
+        # A config saved before `qcp_passage_logits` existed (every saved config records `transformers_version` and
+        # all its fields) was trained without the QCP token head: load it as it was, not with a fresh random head.
+        if "transformers_version" in config_dict and "qcp_passage_logits" not in config_dict:
+            config_dict = {**config_dict, "qcp_passage_logits": False}
+        return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
     def from_preset(cls, preset: str, **kwargs) -> "ForceReaderConfig":
         """The config of one rung of the paper's ablation ladder (`PRESETS`), with any other field in `kwargs`."""
         if preset not in PRESETS:
