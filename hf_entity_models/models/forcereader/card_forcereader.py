@@ -50,9 +50,14 @@ def _config_rows(config: ForceReaderConfig, class_name: str) -> list[tuple[str, 
         ("Ladder rung", f"`{config.preset}`" if config.preset else "custom"),
         ("Separate encoding", str(config.separate_encoding)),
         ("Reading modes", ", ".join(config.reading_modes) or "none"),
-        ("Conditional background attention", str(config.conditional_background_attention)),
+        ("QCP token states score the answer (`qcp_passage_logits`; the paper keeps only the [CLS])",
+         str(config.qcp_passage_logits) if "qcp" in config.reading_modes else "no QCP mode"),
+        ("Conditional background attention", f"{config.conditional_background_attention} "
+                                             f"(h_QCP on the {config.background_attention_side} side)"
+                                             if config.conditional_background_attention else "False"),
         ("Interactive reasoning", f"{config.interactive_reasoning} (kernels {config.interaction_kernel_sizes}, "
-                                  f"{config.interaction_channels} channels)" if config.interactive_reasoning else "False"),
+                                  f"{config.interaction_channels} channels, head `{config.interaction_head}`)"
+                                  if config.interactive_reasoning else "False"),
     ]
 
 
