@@ -27,7 +27,10 @@ def merge(paths: list[Path]) -> tuple[dict, dict | None, dict]:
             budget = results["budget"]
         elif results["budget"] != budget:
             raise SystemExit(f"{path} was measured with another budget ({results['budget']}) than {budget}.")
-        speed = speed or results.get("speed")
+        if results.get("speed"):
+            if speed is not None:
+                raise SystemExit(f"{path} has step times too: pass only one file with step times (one machine).")
+            speed = results["speed"]
         for version, per_version in results["quality"].items():
             for seed, runs in per_version["runs"].items():
                 for rung, record in runs.items():
@@ -49,11 +52,10 @@ def version_table(version: str, rungs: dict) -> list[str]:
     em_key = "exact_match" if version == "1.1" else "exact"
     extra = " HasAns F1 | NoAns F1 | threshold (chosen on selection) |" if version == "2.0" else ""
     lines = [
-        f"| rung | seeds | EM | F1 | F1 per seed | paired F1 - joint, per seed (mean) | mean F1 / joint's | selection F1 |{extra}",
+        f"| rung | seeds | EM | F1 | F1 per seed | paired F1 - joint, per seed (mean) | mean F1 / joint's (same seeds) | selection F1 |{extra}",
         "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if extra else ""),
     ]
     baseline = rungs.get(BASELINE, {})
-    baseline_mean = statistics.mean(r["report"][f1_key] for r in baseline.values()) if baseline else None
     for rung, seeds in rungs.items():
         order = sorted(seeds, key=int)
         f1 = [seeds[s]["report"][f1_key] for s in order]
@@ -63,7 +65,8 @@ def version_table(version: str, rungs: dict) -> list[str]:
         paired_text = "-" if rung == BASELINE or not paired else (
             ", ".join(f"{d:+.1f}" for d in paired) + f" ({statistics.mean(paired):+.1f})"
         )
-        ratio = f"{statistics.mean(f1) / baseline_mean:.2f}" if baseline_mean else "-"
+        shared = [s for s in order if s in baseline]  # the ratio is over the seeds both ran
+        ratio = "-" if not shared else f"{statistics.mean(seeds[s]['report'][f1_key] for s in shared) / statistics.mean(baseline[s]['report'][f1_key] for s in shared):.2f}"
         row = (f"| `{rung}` | {', '.join(order)} | {spread(em)} | **{spread(f1)}** | "
                f"{', '.join(f'{v:.1f}' for v in f1)} | {paired_text} | {ratio} | {spread(selection)} |")
         if extra:
@@ -79,7 +82,7 @@ def speed_table(speed: dict) -> list[str]:
     lines = ["| rung | median s / step | ratio to joint (median of interleaved batches) | min .. max |", "|---|---|---|---|"]
     for rung, timing in speed["rungs"].items():
         lines.append(
-            f"| `{rung}` | {timing['median_step_s']:.2f} | **{timing['ratio_to_baseline']:.2f}** | "
+            f"| `{rung}` | {timing['median_step_s']:.3f} | **{timing['ratio_to_baseline']:.2f}** | "
             f"{timing['ratio_min']:.2f} .. {timing['ratio_max']:.2f} |"
         )
     return lines

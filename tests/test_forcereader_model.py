@@ -147,14 +147,18 @@ def test_a_fresh_reader_with_qcp_token_logits_starts_as_bert_for_question_answer
     torch.manual_seed(0)
     model = ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(preset, encoder_config=ENCODER)).eval()
     bert = BertForQuestionAnswering(ENCODER).eval()
-    bert.bert.load_state_dict(model.forcereader.encoder.state_dict(), strict=False)
+    missing, _ = bert.bert.load_state_dict(model.forcereader.encoder.state_dict(), strict=False)
+    assert not missing
     bert.qa_outputs.load_state_dict(model.pair_outputs.state_dict())
+    # BERT's initialisation of its QA head: normal(0, initializer_range), zero bias.
+    assert model.pair_outputs.weight.std().item() == pytest.approx(model.config.initializer_range, rel=0.2)
+    assert not model.pair_outputs.bias.any()
     with torch.no_grad():
         ours, reference = model(**packed()), bert(**packed())
     for row, allowed in enumerate(ANSWERABLE):
         torch.testing.assert_close(ours.start_logits[row, allowed], reference.start_logits[row, allowed])
         torch.testing.assert_close(ours.end_logits[row, allowed], reference.end_logits[row, allowed])
-    assert ours.start_logits[0, allowed].std() > 0, "the head is not zero"
+    assert ours.start_logits[0, ANSWERABLE[0]].std() > 0, "the head is not zero"
 
 
 def test_the_separate_encoding_head_adds_to_the_qcp_token_logits():
@@ -375,6 +379,9 @@ def test_the_paper_preset_reads_every_part_as_printed_and_is_named_as_such():
     assert ForceReaderConfig.from_preset("forcereader-paper", encoder_config=ENCODER, interaction_head="residual").preset == "forcereader"
     model = ForceReaderForQuestionAnswering(paper)
     assert model.pair_outputs is None and model.qa_outputs.in_features == paper.interaction_channels
+    with torch.no_grad():
+        body = model.forcereader(**packed())
+    assert body.background is None and body.pair_states is None, "Eq. 3 on the key side needs no QCP pass"
 
 
 @pytest.mark.parametrize(

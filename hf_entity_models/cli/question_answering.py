@@ -32,7 +32,8 @@ from .training import (
     trainer_folder,
 )
 
-# The rungs of ForceReader's ablation ladder, from the joint baseline to the full model: the keys of
+# The presets of ForceReader (its ablation ladder, from the joint baseline to the full model, and the full model read
+# as printed): the keys of
 # `configuration_forcereader.PRESETS`, named here so that building the parser imports no model code
 # (tests/test_cli_package.py checks that both lists agree).
 FORCEREADER_PRESETS = (

@@ -19,7 +19,8 @@ READING_MODES = ("q2p", "p2q", "qcp")
 INTERACTION_HEADS = ("residual", "concat", "paper")
 # Where Eq. 3 adds the background h_QCP (see the `background_attention_side` field).
 BACKGROUND_ATTENTION_SIDES = ("query", "key")
-# The rungs of the paper's ablation ladder (Table 1), each one config: the switches that differ from the default.
+# The rungs of the paper's ablation ladder (Table 1), each one config (the switches that differ from the default),
+# and the full model read as printed.
 PRESETS = {
     "joint-bert": dict(
         separate_encoding=False, reading_modes=[], conditional_background_attention=False, interactive_reasoning=False
@@ -66,7 +67,8 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     Configuration of a ForceReader (an interactive BERT-based reading-comprehension model: Attention Separate
     Representation, Multi-mode Reading, Conditional Background Attention and Interactive Reasoning). Every idea of
     the paper is a switch, so every rung of its ablation ladder is one config: see `PRESETS` and `from_preset`
-    (`"joint-bert"`, `"sep-bert-reader"`, `"multi-mode-reader"`, `"cond-attention-reader"`, `"forcereader"`).
+    (`"joint-bert"`, `"sep-bert-reader"`, `"multi-mode-reader"`, `"cond-attention-reader"`, `"forcereader"`, and
+    `"forcereader-paper"`, the full model with every part read as printed).
 
     Args:
         encoder_config (`dict` or `PreTrainedConfig`, *optional*):
@@ -89,7 +91,8 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             literally, every rung that encodes question and passage apart generalises much worse than joint BERT at
             a fine-tuning budget (measured on SQuAD, see the model card), although their training losses fall alike:
             the joint pass already runs for h_QCP, and its token states cost nothing more to read. Only used when
-            `"qcp"` is in `reading_modes`.
+            `"qcp"` is in `reading_modes`. Configs saved before the field existed load with `False` (as they
+            were trained).
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the

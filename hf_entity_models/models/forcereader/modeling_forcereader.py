@@ -375,7 +375,10 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
     that head through a zero-initialised projection of LayerNorm(H) (`interaction_head="residual"`, the default:
     section 4.2 adds the interaction module to the CondAttentionReader), or classifies [H; H_P] (`"concat"`) or H
     alone (`"paper"`, 3.5 read literally, which cannot scale its logits and hardly learns). The bilinear head and
-    the residual projection start at zero, so training starts from uniform start/end distributions.
+    the residual projection start at zero. With the QCP mode and `qcp_passage_logits` (the default), a linear
+    start/end head on the jointly encoded pair's token states (BERT's QA head, BERT's initialisation) adds its
+    logits, so a fresh reader starts as the joint baseline; with `qcp_passage_logits=False` (the paper's [CLS]-only
+    reading) training starts from uniform start/end distributions.
 
     Example:
 
