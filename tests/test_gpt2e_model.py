@@ -317,6 +317,38 @@ def test_entity_states_carry_over_windows():
         )
 
 
+def test_the_document_store_refuses_windows_out_of_order_and_rows_without_a_window_index():
+    """A window read out of order would get the states written by a later window of its document (information from
+    further on in the text): the store refuses it, and refuses rows that do not say which window they are."""
+    model = entity_lm()
+    input_ids, entity_ids = random_inputs(2, 6, seed=3)
+    documents = torch.tensor([10, 11])
+
+    def read(windows):
+        return model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor(windows))
+
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="need window_index"):
+            model(input_ids, entity_ids=entity_ids, document_ids=documents)
+        for window in range(4):
+            read([window, window])
+        with pytest.raises(ValueError, match="arrives at window 1 after window 3.*later in the document"):
+            read([0, 1])  # window 1 of document 11 after its window 3: it would read window 3's entities
+        with pytest.raises(ValueError, match="after window 3.*read entities from a gap"):
+            read([4, 5])
+        with pytest.raises(ValueError, match="after window 3"):
+            read([4, 3])  # the same window again would read its own states
+        with pytest.raises(ValueError, match="numbered 0, 1, 2"):
+            read([4, -1])
+        read([4, 0])  # in order, and a restart at window 0, are both accepted after the refusals
+        read([0, 1])
+        with pytest.raises(ValueError, match="after window 0"):
+            read([2, 2])
+        model.reset_entity_stores()
+        with pytest.raises(ValueError, match="never read"):
+            read([1, 1])
+
+
 def test_the_document_store_matches_passing_states_by_hand():
     model = entity_lm()
     windows = [random_inputs(2, 6, seed=s) for s in (3, 4, 5)]
@@ -333,9 +365,9 @@ def test_the_document_store_matches_passing_states_by_hand():
             torch.testing.assert_close(out.logits, manual[index], rtol=0, atol=0)
         assert len(model.entity_stores["eval"]) == 2 and len(model.entity_stores["train"]) == 0
         assert (manual[1] - model(windows[1][0], entity_ids=windows[1][1]).logits).abs().max() > 1e-3  # states matter
-        # Window 0 starts a document afresh although the store holds it.
+        # Window 0 starts a document afresh although the store holds it; the other document goes on to window 3.
         input_ids, entity_ids = windows[1]
-        restarted = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([0, 2]))
+        restarted = model(input_ids, entity_ids=entity_ids, document_ids=documents, window_index=torch.tensor([0, 3]))
         torch.testing.assert_close(restarted.logits[0], model(input_ids, entity_ids=entity_ids).logits[0])
         torch.testing.assert_close(
             restarted.logits[1],
@@ -351,7 +383,7 @@ def test_the_document_store_matches_passing_states_by_hand():
         torch.testing.assert_close(trained.logits, model(input_ids, entity_ids=entity_ids).logits)
         assert set(model.entity_stores["train"]._states) == {10, 11}
         with pytest.raises(ValueError, match="repeat a document"):
-            model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([7, 7]))
+            model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([7, 7]), window_index=torch.tensor([0, 0]))
         with pytest.raises(ValueError, match="not both"):
             model(input_ids, entity_ids=entity_ids, document_ids=documents, entity_states=states)
         model.reset_entity_stores()
@@ -361,9 +393,11 @@ def test_the_document_store_matches_passing_states_by_hand():
 def test_the_store_keeps_detached_states_per_document():
     config = tiny_config()
     store = DocumentEntityStore()
-    fresh = store.read(torch.tensor([3]), None, config, torch.device("cpu"), torch.float32)
-    assert fresh.shape == (1, MAX_ENTITIES + 1, 32) and fresh.eq(1).all()
+    fresh = store.read(torch.tensor([3, 4]), torch.tensor([0, 0]), config, torch.device("cpu"), torch.float32)
+    assert fresh.shape == (2, MAX_ENTITIES + 1, 32) and fresh.eq(1).all()
     written = random_states(2, config).requires_grad_()
+    with pytest.raises(ValueError, match="Document 6 is written without being read"):
+        store.write(torch.tensor([3, 6]), written * 2)
     store.write(torch.tensor([3, 4]), written * 2)
     read = store.read(torch.tensor([4, 3, 5]), torch.tensor([1, 0, 0]), config, torch.device("cpu"), torch.float32)
     torch.testing.assert_close(read[0], written[1].detach() * 2)

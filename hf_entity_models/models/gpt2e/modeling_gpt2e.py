@@ -742,18 +742,25 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
 class DocumentEntityStore:
     """The entity states of the documents being read, keyed by document id (the paper's persistent set of entities).
 
-    `read` gives the states of a batch of documents (fresh ones for a document seen for the first time or at its
-    window 0), `write` keeps the states a forward pass returned. States are kept detached, on the model's device.
+    `read` gives the states of a batch of documents (fresh ones at a document's window 0), `write` keeps the states a
+    forward pass returned. States are kept detached, on the model's device. Every read names each row's window, and
+    a document's windows must come in order (0, 1, 2, ...; window 0 starts it again at any time): a window read out
+    of order would get states written by a later window of its document (information from further on in the
+    text), or by itself, so it is refused.
     """
 
     def __init__(self):
         self._states: dict[int, torch.Tensor] = {}
+        self._last_window: dict[int, int] = {}  # the window whose states `_states` holds, per document
+        self._reading: dict[int, int] = {}  # the windows of the last read, recorded by the write that follows
 
     def __len__(self) -> int:
         return len(self._states)
 
     def clear(self) -> None:
         self._states.clear()
+        self._last_window.clear()
+        self._reading.clear()
 
     def read(
         self,
@@ -764,30 +771,51 @@ class DocumentEntityStore:
         dtype: torch.dtype,
     ) -> torch.Tensor:
         ids = _document_id_list(document_ids)
-        windows = [None] * len(ids) if window_index is None else torch.as_tensor(window_index).view(-1).tolist()
+        if window_index is None:
+            raise ValueError(
+                "document_ids need window_index (each row's window in its document, 0 for the first): without it "
+                "the store cannot tell a document's next window from a window read out of order. Rows of "
+                "entity_lm_windows carry it as window_index."
+            )
+        windows = torch.as_tensor(window_index).view(-1).tolist()
         if len(windows) != len(ids):
             raise ValueError(f"window_index has {len(windows)} entries for {len(ids)} document_ids.")
         fresh = initial_entity_states(1, config, device, dtype)[0]
         rows = []
         for key, window in zip(ids, windows):
+            if window < 0:
+                raise ValueError(f"Document {key} has window_index {window}: windows are numbered 0, 1, 2, ...")
             if window == 0:
                 rows.append(fresh)
-            elif key in self._states:
-                rows.append(self._states[key])
-            elif window is None:
-                rows.append(fresh)  # no window index: the caller says nothing about where the document is
-            else:
+            elif key not in self._states:
                 raise ValueError(
                     f"Document {key} arrives at window {window} but its earlier windows were never read by this "
                     "store (e.g. training resumed mid-epoch or rows were filtered): its entity states are unknown. "
                     "Read every document from its window 0 (order_windows_for_streams), or call "
                     "reset_entity_stores() and start the documents again."
                 )
+            elif self._last_window[key] != window - 1:
+                raise ValueError(
+                    f"Document {key} arrives at window {window} after window {self._last_window[key]}: its stored "
+                    f"entity states are those written by window {self._last_window[key]}, not by window {window - 1}, "
+                    "so this window would read entities from "
+                    + ("later in the document" if self._last_window[key] >= window else "a gap")
+                    + ". Read each document's windows in order (order_windows_for_streams), or start it again at "
+                    "window 0."
+                )
+            else:
+                rows.append(self._states[key])
+        self._reading = dict(zip(ids, windows))
         return torch.stack(rows).to(device=device, dtype=dtype)
 
     def write(self, document_ids: torch.Tensor, entity_states: torch.Tensor) -> None:
-        for key, states in zip(_document_id_list(document_ids), entity_states.detach()):
+        ids = _document_id_list(document_ids)
+        unread = [key for key in ids if key not in self._reading]
+        if unread:
+            raise ValueError(f"Document {unread[0]} is written without being read first: read its window, then write.")
+        for key, states in zip(ids, entity_states.detach()):
             self._states[key] = states
+            self._last_window[key] = self._reading.pop(key)
 
 
 def _document_id_list(document_ids: torch.Tensor) -> list[int]:

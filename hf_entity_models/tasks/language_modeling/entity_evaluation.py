@@ -320,7 +320,7 @@ class _DocumentStates:
         self._document_ids: list[int] = []
         self._pending: dict[tuple[int, int], torch.Tensor] = {}
 
-    def for_batch(self, document_ids: list[int]) -> torch.Tensor | None:
+    def for_batch(self, document_ids: list[int], window: int) -> torch.Tensor | None:
         self._document_ids = document_ids
         # Mentions of the previous window become "earlier" only now: within a window, GPT2E reads the old states.
         self.analysis_states.update(self._pending)
@@ -329,7 +329,8 @@ class _DocumentStates:
             return None
         # Documents come window 0 first (`_document_batches`): the store starts each one afresh.
         return self.store.read(
-            torch.tensor(document_ids), None, self.model.config, _device(self.model), self.model.dtype
+            torch.tensor(document_ids), torch.full((len(document_ids),), window), self.model.config,
+            _device(self.model), self.model.dtype,
         )
 
     def update(self, outputs: Any) -> None:
@@ -372,12 +373,14 @@ def _document_batches(
     for start in range(0, len(documents), batch_size):
         group = documents[start : start + batch_size]
         for window in range(max(len(by_document[document]) for document in group)):
-            rounds.append([(document, by_document[document][window]) for document in group if window < len(by_document[document])])
+            rounds.append(
+                (window, [(document, by_document[document][window]) for document in group if window < len(by_document[document])])
+            )
     states = _DocumentStates(model)
-    for members in tqdm(rounds, desc=description, disable=not progress):
+    for window, members in tqdm(rounds, desc=description, disable=not progress):
         batch = _collate([row for _, row in members], device, use_entities)
         batch["document_ids"] = torch.tensor([document for document, _ in members])
-        batch["entity_states"] = states.for_batch([document for document, _ in members])
+        batch["entity_states"] = states.for_batch([document for document, _ in members], window)
         yield batch, states
     model.train(was_training)
 
