@@ -65,6 +65,8 @@ VARIANTS = {
     "forcereader-paper": ("forcereader-paper", {}),
 }
 BASELINE = "joint-bert"
+# A no-answer threshold above every null-odds value: the model always answers.
+ALWAYS_ANSWER = 1e9
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -209,8 +211,30 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
         record["report"] = _v2_scores(report.scores)
         # The best achievable threshold on the report part itself: an oracle, for reference only.
         record["report_oracle_best_f1"] = report.scores.get("best_f1")
+        # Threshold-free views, for when the chosen threshold abstains everywhere: the spans' quality on the
+        # answerable questions when the model always answers, and how well its no-answer odds rank the unanswerable
+        # questions first (AUROC; 0.5 is chance).
+        answer_all = evaluate_squad(
+            result.trainer.model, tokenizer, data["report"], null_score_diff_threshold=ALWAYS_ANSWER,
+            max_length=args.max_length, doc_stride=args.doc_stride,
+        )
+        record["report_answer_all"] = _v2_scores(answer_all.scores)
+        unanswerable = {row["id"]: not row["answers"]["text"] for row in data["report"]}
+        record["report_no_answer_auroc"] = auroc(
+            [report.null_odds[question] for question in unanswerable], list(unanswerable.values())
+        )
     record["total_s"] = time.perf_counter() - started
     return record
+
+
+def auroc(scores: list[float], positives: list[bool]) -> float | None:
+    """Probability that a random positive scores above a random negative (ties count half); None without both."""
+    positive = [score for score, label in zip(scores, positives) if label]
+    negative = [score for score, label in zip(scores, positives) if not label]
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
 
 
 def _v1_scores(scores: dict) -> dict:
