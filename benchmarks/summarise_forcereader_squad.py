@@ -47,13 +47,23 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
+def optional_spread(values: list[float | None], digits: int = 1) -> str:
+    """Mean ± spread of the seeds that recorded the value (older records lack the threshold-free views)."""
+    present = [value for value in values if value is not None]
+    if not present:
+        return "-"
+    text = f"{statistics.mean(present):.{digits}f}" + (f" ± {statistics.stdev(present):.{digits}f}" if len(present) > 1 else "")
+    return text + (f" ({len(present)} of {len(values)} seeds)" if len(present) < len(values) else "")
+
+
 def version_table(version: str, rungs: dict) -> list[str]:
     f1_key = "f1"
     em_key = "exact_match" if version == "1.1" else "exact"
-    extra = " HasAns F1 | NoAns F1 | threshold (chosen on selection) |" if version == "2.0" else ""
+    extra = (" HasAns F1 | NoAns F1 | threshold (chosen on selection) | HasAns F1, always answering | no-answer AUROC |"
+             " best F1 on report (oracle, not a result) |") if version == "2.0" else ""
     lines = [
         f"| rung | seeds | EM | F1 | F1 per seed | paired F1 - joint, per seed (mean) | mean F1 / joint's (same seeds) | selection F1 |{extra}",
-        "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if extra else ""),
+        "|---|---|---|---|---|---|---|---|" + ("---|" * 6 if extra else ""),
     ]
     baseline = rungs.get(BASELINE, {})
     for rung, seeds in rungs.items():
@@ -73,7 +83,11 @@ def version_table(version: str, rungs: dict) -> list[str]:
             has = [seeds[s]["report"].get("HasAns_f1", float("nan")) for s in order]
             no = [seeds[s]["report"].get("NoAns_f1", float("nan")) for s in order]
             thresholds = ", ".join(f"{seeds[s]['null_score_diff_threshold']:.2f}" for s in order)
-            row += f" {spread(has)} | {spread(no)} | {thresholds} |"
+            always = [seeds[s].get("report_answer_all", {}).get("HasAns_f1") for s in order]
+            aurocs = [seeds[s].get("report_no_answer_auroc") for s in order]
+            oracle = [seeds[s].get("report_oracle_best_f1") for s in order]
+            row += (f" {spread(has)} | {spread(no)} | {thresholds} | {optional_spread(always)} | "
+                    f"{optional_spread(aurocs, digits=2)} | {optional_spread(oracle)} |")
         lines.append(row)
     return lines
 
