@@ -209,6 +209,11 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         ]
         return max(fitting)[1] if fitting else None
 
+    @property
+    def scores_qcp_tokens(self) -> bool:
+        """Whether the QCP pass's token states score the answer (`qcp_passage_logits`, with the QCP mode on)."""
+        return "qcp" in self.reading_modes and self.qcp_passage_logits
+
     def _check_values(self) -> None:
         unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
         _require(not unknown, f"reading_modes must be taken from {READING_MODES}, got unknown {unknown}.")

@@ -333,7 +333,7 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
             question_states=question_read,
             question_mask=sequences.question_mask,
             background=background,
-            pair_states=pair if self._reads_pair_tokens() else None,
+            pair_states=pair if self.config.scores_qcp_tokens else None,
             question_to_passage_attentions=question_to_passage,
             passage_to_question_attentions=passage_to_question,
         )
@@ -346,12 +346,9 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
         config = self.config
         if "qcp" not in config.reading_modes:
             return False
-        if self._reads_pair_tokens() or not config.conditional_background_attention:
+        if config.scores_qcp_tokens or not config.conditional_background_attention:
             return True
         return config.background_attention_side == "query" and bool({"q2p", "p2q"} & set(config.reading_modes))
-
-    def _reads_pair_tokens(self) -> bool:
-        return "qcp" in self.config.reading_modes and self.config.qcp_passage_logits
 
     def _encode(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, token_type_ids: torch.LongTensor | None = None
@@ -421,7 +418,7 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
                 self.interaction_outputs = nn.Linear(config.interaction_channels, 2)
         else:
             self.qa_outputs = nn.Linear(hidden_size, 2)
-        if config.separate_encoding and "qcp" in config.reading_modes and config.qcp_passage_logits:
+        if config.scores_qcp_tokens:
             self.pair_outputs = nn.Linear(hidden_size, 2)  # BERT's QA head on the QCP pass (normal start, like BERT's)
         self.post_init()
 
