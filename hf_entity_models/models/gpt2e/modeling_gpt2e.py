@@ -5,18 +5,25 @@ It imports only torch, transformers, files of its own folder and the shared mode
 ``trust_remote_code=True`` where this package is not installed.
 
 Every token carries an entity id (0 = not part of an entity mention). The entity states E hold one representation
-per entity of a document (row 0 is E_Ø, the no-entity representation); every representation starts as a vector of
-ones (3.2). Each Entity-Transformer block (3.1, Figure 1) is GPT-2's block — layer norm, masked self-attention,
-residual, layer norm, feed-forward, residual — followed by the entity attention: a masked multi-head attention whose
-keys are the entity representations of the tokens. After a forward pass the final hidden state of the last mention
-of every entity in the input replaces that entity's representation (3.2); ``forward`` takes and returns the entity
-states, as it does the key/value cache, so a document longer than one window carries its entities on.
+per entity of a document (row 0 is E_Ø, the no-entity representation); ``forward`` takes and returns them, as it does
+the key/value cache, so a document longer than one window carries its entities on. Two designs
+(``config.entity_state``):
+
+* ``"memory"`` (default), `GPT2EEntityMemory`: after block ``entity_memory_layer`` every mention token writes a gated
+  update of its entity's state and reads that state back (its own update and every earlier mention of the window
+  included) into the residual stream, through a projection that starts at zero. The states start at zero, and the
+  update is a recurrence over the mentions of each entity, computed for a whole window at once
+  (`entity_memory_states`), so reading a window in pieces (generation with a cache) gives the same states.
+* ``"paper"``, the literal reading of sections 3.1-3.2: every representation starts as a vector of ones; each
+  Entity-Transformer block (Figure 1) is GPT-2's block followed by the entity attention, a masked multi-head attention
+  whose keys are the entity representations of the tokens; after a forward pass the final hidden state of the last
+  mention of every entity in the input replaces that entity's representation.
 
 Choices where the paper is silent (its Figure 1 is not in the text we have), each documented in the model card:
 
 * The entity attention reads a layer norm of the block's output (pre-norm, like GPT-2's two sub-layers) and is added
   back by a residual connection. Its output projection starts at zero, so a model loaded from GPT-2 weights (or
-  freshly initialised) computes exactly what GPT-2 computes until training moves it.
+  freshly initialised) computes exactly what GPT-2 computes until training moves it (so does the memory's read).
 * Keys: each position's entity representation through a learned projection (computed once per entity, then gathered
   per token). Values: the token states (``entity_attention_values="hidden"``) or the entity representations
   (``"entities"``). Queries: the token states. Masking: causal and padding, as self-attention.
@@ -88,8 +95,10 @@ GPT2EModelOutput = _output_class(
             is named as the installed transformers names it: `cache` from 5.24 on, `past_key_values` before; both
             `output.cache` and `output.past_key_values` read it on every supported version.
         entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
-            The entity representations after this input: every entity mentioned in it now holds the last hidden
-            state of the last token of its last mention; the others are unchanged. Pass them with the next window.
+            The entity representations after this input; the entities not mentioned in it are unchanged. Every
+            entity mentioned holds its memory state after its last mention (`entity_state="memory"`, with its
+            gradient) or the last hidden state of the last token of its last mention (`"paper"`, detached). Pass
+            them with the next window.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The embeddings and the output of every block, when `output_hidden_states=True`.
     """,
@@ -141,14 +150,16 @@ def _single_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache |
 def initial_entity_states(
     batch_size: int, config: GPT2EConfig, device: torch.device | None = None, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
-    """The entity states of documents that have not been read yet: every representation a vector of ones (3.2).
+    """The entity states of documents that have not been read yet: zeros for the entity memory (nothing written
+    yet), every representation a vector of ones for the paper's design (3.2).
 
     Example:
         >>> config = GPT2EConfig(n_layer=1, n_embd=8, n_head=2, vocab_size=10, max_entities=3)
         >>> initial_entity_states(2, config).shape
         torch.Size([2, 4, 8])
     """
-    return torch.ones(batch_size, config.max_entities + 1, config.n_embd, device=device, dtype=dtype)
+    fill = torch.zeros if config.entity_state == "memory" else torch.ones
+    return fill(batch_size, config.max_entities + 1, config.n_embd, device=device, dtype=dtype)
 
 
 def eager_attention_forward(
@@ -294,8 +305,56 @@ class GPT2EMLP(nn.Module):
         return self.dropout(self.c_proj(self.act(self.c_fc(hidden_states))))
 
 
+class GPT2EEntityMemory(nn.Module):
+    """The entity memory (`entity_state="memory"`): every mention token writes a gated update of its entity's state
+    and reads the state back into the residual stream.
+
+    A mention t of entity k writes v_t, the layer norm of its hidden state plus that of its token embedding, with a
+    learned gate g_t = sigmoid(z_t):
+    the entity's state becomes s_k <- (1 - g_t) s_k + g_t v_t, in token order, starting
+    from the state the entity had before the input (`entity_memory_states`). Token t then adds `read(s_k)` to its
+    hidden state: a mention sees what it and every earlier mention of its entity wrote, in this window and before
+    it. Tokens outside mentions add nothing; `read` starts at zero (GPT-2's outputs until training moves it).
+    """
+
+    def __init__(self, config: GPT2EConfig):
+        super().__init__()
+        # What a mention writes is not learned: the layer norm (without affine parameters) of its hidden state at
+        # this layer plus that of its token embedding. Normalised apart, so that the token (which entity the mention
+        # names) is not drowned by the context (what the text says about it) in the residual stream. A learned
+        # value could only be trained by reads in the same window (the store carries states detached across
+        # windows), a signal that does not ask it to keep the entity; and the hidden state alone lost the token:
+        # on the recall task (benchmarks/bench_gpt2e_recall.py) both stayed at chance (2.79 nats); with the token
+        # embedding added, 0.02. The blocks below this layer learn what to put into the hidden state.
+        self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon, elementwise_affine=False)
+        self.gate = Conv1D(1, config.n_embd)
+        self.gate._starts_at_zero = True  # gates of 1/2 until trained
+        self.read = Conv1D(config.n_embd, config.n_embd)
+        self.read._starts_at_zero = True
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        token_embeddings: torch.Tensor,
+        entity_ids: torch.Tensor,
+        entity_states: torch.Tensor,
+        token_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns the hidden states with what each mention read added, and every token's entity state after its
+        own update (zeros outside mentions), `(batch, length, n_embd)` each."""
+        values = self.ln(hidden_states) + self.ln(token_embeddings)
+        gate_logits = self.gate(values).squeeze(-1)
+        states = entity_memory_states(entity_states, entity_ids, values, gate_logits, token_mask)
+        is_mention = (token_mask & (entity_ids != NO_ENTITY)).unsqueeze(-1)
+        return hidden_states + self.dropout(self.read(states)) * is_mention, states
+
+
 class EntityTransformerBlock(nn.Module):
-    """An Entity-Transformer block (3.1, Figure 1): GPT-2's block, then the entity attention with a residual."""
+    """An Entity-Transformer block (3.1, Figure 1): GPT-2's block, then the entity attention with a residual.
+
+    With `entity_state="memory"` the block is GPT-2's block alone: the entities are read by `GPT2EEntityMemory`.
+    """
 
     def __init__(self, config: GPT2EConfig, layer_idx: int):
         super().__init__()
@@ -303,8 +362,10 @@ class EntityTransformerBlock(nn.Module):
         self.attn = GPT2ESelfAttention(config, layer_idx)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.mlp = GPT2EMLP(config)
-        self.ln_entity = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.entity_attn = GPT2EEntityAttention(config, layer_idx)
+        self.has_entity_attention = config.entity_state == "paper"
+        if self.has_entity_attention:
+            self.ln_entity = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+            self.entity_attn = GPT2EEntityAttention(config, layer_idx)
 
     def forward(
         self,
@@ -316,6 +377,8 @@ class EntityTransformerBlock(nn.Module):
     ) -> torch.Tensor:
         hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask, cache)
         hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
+        if not self.has_entity_attention:
+            return hidden_states
         entity_context = self.entity_attn(
             self.ln_entity(hidden_states), entity_ids, entity_states, attention_mask, cache
         )
@@ -379,6 +442,7 @@ class GPT2EModel(GPT2EPreTrainedModel):
         self.wpe = nn.Embedding(config.n_positions, config.n_embd)
         self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList([EntityTransformerBlock(config, layer_idx) for layer_idx in range(config.n_layer)])
+        self.entity_memory = GPT2EEntityMemory(config) if config.entity_state == "memory" else None
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.post_init()
 
@@ -412,7 +476,8 @@ class GPT2EModel(GPT2EPreTrainedModel):
                 computes GPT-2 plus an entity attention over the no-entity representation.
             entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`, *optional*):
                 The entity representations before this input, e.g. `entity_states` of the previous window of the
-                same documents. Defaults to `initial_entity_states` (all ones).
+                same documents (with a cache and `entity_state="memory"`: those returned for the cached tokens).
+                Defaults to `initial_entity_states` (zeros for the memory, ones for the paper's design).
             attention_mask (`torch.Tensor` of shape `(batch_size, past + sequence_length)`, *optional*):
                 1 for real tokens, 0 for padding.
             cache (`DynamicCache`, *optional*):
@@ -460,17 +525,26 @@ class GPT2EModel(GPT2EPreTrainedModel):
             **{CACHE_NAME: cache},
         )
 
+        token_mask = _token_mask(attention_mask, batch_size, length, inputs_embeds.device)
         all_hidden_states = (hidden_states,) if output_hidden_states else None
-        for block in self.h:
+        for layer_idx, block in enumerate(self.h):
             hidden_states = block(hidden_states, entity_ids, entity_states, causal_mask, cache)
+            if self.entity_memory is not None and layer_idx == self.config.entity_memory_layer:
+                hidden_states, per_token_states = self.entity_memory(
+                    hidden_states, inputs_embeds, entity_ids, entity_states, token_mask
+                )
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
         hidden_states = self.ln_f(hidden_states)
         if output_hidden_states:  # GPT-2 reports the last block's output after the final layer norm
             all_hidden_states = all_hidden_states[:-1] + (hidden_states,)
 
-        token_mask = _token_mask(attention_mask, batch_size, length, inputs_embeds.device)
-        new_entity_states = update_entity_states(entity_states, entity_ids, hidden_states.detach(), token_mask)
+        if self.entity_memory is not None:
+            # Each entity's state after its last mention, with its gradient: a training loop may carry it into the
+            # next window and back-propagate through both (the document store detaches it).
+            new_entity_states = update_entity_states(entity_states, entity_ids, per_token_states, token_mask)
+        else:
+            new_entity_states = update_entity_states(entity_states, entity_ids, hidden_states.detach(), token_mask)
         output = GPT2EModelOutput(
             last_hidden_state=hidden_states,
             entity_states=new_entity_states,
@@ -534,14 +608,14 @@ class GPT2EModel(GPT2EPreTrainedModel):
         if not use_cache:
             return None
         if cache is None:
-            return DynamicCache()  # grows one layer per index: self-attention 0..n-1, entity attention n..2n-1
+            return DynamicCache()  # one layer per index: self-attention 0..n-1, the paper's entity attention n..2n-1
         if not isinstance(cache, DynamicCache):
             raise ValueError(
                 f"GPT2E supports a DynamicCache only, got {type(cache).__name__} (e.g. generate with the default "
                 "cache_implementation)."
             )
         # A cache built from the config (as `generate` does) has one layer per block: add the entity attention's.
-        while len(cache.layers) < 2 * self.config.n_layer:
+        while self.config.entity_state == "paper" and len(cache.layers) < 2 * self.config.n_layer:
             cache.layers.append(DynamicLayer())
         return cache
 
@@ -556,7 +630,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
     Training over consecutive windows: pass `document_ids` (and `window_index`) instead of `entity_states`; the model
     keeps the entity states of every document in a store (one for training, one for evaluation; not saved with the
     weights) and reads and updates them itself, so the stock `Trainer` trains with the paper's entity handling. The
-    store starts a document afresh (all ones) at its window 0.
+    store starts a document afresh (`initial_entity_states`) at its window 0.
 
     Example:
 
@@ -730,8 +804,26 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
             "entity_states from one to the next."
         )
 
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`; with the entity memory and entity ids, beam search is refused: the memory's
+        states travel in the model kwargs, which beam search does not reorder with the beams."""
+        generation_config = kwargs.get("generation_config") or self.generation_config
+        beams = kwargs.get("num_beams") or generation_config.num_beams or 1
+        entity_ids = kwargs.get("entity_ids")
+        if self.config.entity_state == "memory" and beams > 1 and entity_ids is not None and bool(entity_ids.any()):
+            raise ValueError(
+                f"num_beams={beams} with entity ids: the entity memory's states are not reordered with the beams. "
+                "Use greedy search or sampling (num_beams=1) with entity ids, or beam search without them."
+            )
+        return super().generate(*args, **kwargs)
+
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
         model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
+        if self.config.entity_state == "memory":
+            # The memory's states after the tokens read so far are exactly what the next token continues from (the
+            # recurrence runs token by token), so generating with the cache computes what a full pass computes. The
+            # paper's design keeps the states of before the prompt for the whole window, as in training.
+            model_kwargs["entity_states"] = outputs.entity_states
         entity_ids = model_kwargs.get("entity_ids")
         if entity_ids is not None:
             model_kwargs["entity_ids"] = torch.cat([entity_ids, torch.zeros_like(entity_ids[:, :1])], dim=1)
@@ -859,6 +951,52 @@ def update_entity_states(
     return torch.where(mentioned.unsqueeze(-1), gathered.to(entity_states.dtype), entity_states)
 
 
+def entity_memory_states(
+    entity_states: torch.Tensor,
+    entity_ids: torch.Tensor,
+    values: torch.Tensor,
+    gate_logits: torch.Tensor,
+    token_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Every mention token's entity state after its own write: the gated recurrence s <- (1 - g_j) s + g_j v_j over
+    the mentions j of the token's entity, in order, from the entity's state before the input.
+
+    Unrolled, the state at mention t of entity k is exp(c_t) s_k + sum_j exp(c_t - c_j) g_j v_j over the mentions
+    j <= t of k, with c_t the sum of log(1 - g_i) over the mentions i <= t of k; so a whole window is two batched
+    matrix products over a same-entity causal mask, instead of a loop over tokens.
+
+    Args:
+        entity_states: `(batch, max_entities + 1, hidden)` the states before the input.
+        entity_ids: `(batch, length)` entity id of every token (0: none).
+        values: `(batch, length, hidden)` what each token would write.
+        gate_logits: `(batch, length)` the gate logit z_j of each token (g_j = sigmoid(z_j)).
+        token_mask: `(batch, length)` bool, False on padding (never a mention).
+
+    Returns:
+        `(batch, length, hidden)`: the state of each mention's entity after its write; zeros outside mentions.
+
+    Example (one entity, gates 0.5: the state halves towards each value):
+        >>> values = torch.tensor([[[4.0], [8.0]]])
+        >>> entity_memory_states(torch.zeros(1, 2, 1), torch.tensor([[1, 1]]), values, torch.zeros(1, 2),
+        ...                      torch.ones(1, 2, dtype=torch.bool))
+        tensor([[[2.],
+                 [5.]]])
+    """
+    length = entity_ids.shape[1]
+    is_mention = token_mask & (entity_ids != NO_ENTITY)
+    causal = torch.ones(length, length, dtype=torch.bool, device=entity_ids.device).tril()
+    same_entity = (entity_ids.unsqueeze(2) == entity_ids.unsqueeze(1)) & causal
+    same_entity = same_entity & is_mention.unsqueeze(1) & is_mention.unsqueeze(2)  # (batch, t, j): j <= t, same
+    compute_dtype = torch.promote_types(values.dtype, torch.float32)
+    log_keep = nn.functional.logsigmoid(-gate_logits.to(compute_dtype)) * is_mention  # log(1 - g_j)
+    kept = torch.matmul(same_entity.to(compute_dtype), log_keep.unsqueeze(-1))  # (batch, t, 1): c_t
+    decay = (kept - kept.transpose(1, 2)).masked_fill(~same_entity, -math.inf).exp()  # exp(c_t - c_j) on the mask
+    weights = decay * torch.sigmoid(gate_logits.to(compute_dtype)).unsqueeze(1)  # times g_j
+    carried = entity_states.gather(1, entity_ids.unsqueeze(-1).expand(-1, -1, entity_states.shape[-1]))
+    states = kept.exp() * carried.to(compute_dtype) + torch.matmul(weights, values.to(compute_dtype))
+    return (states * is_mention.unsqueeze(-1)).to(values.dtype)
+
+
 def _check_not_empty(inputs: torch.Tensor) -> None:
     """Refuse an input without tokens, which fails deep inside transformers' mask code with a bare IndexError."""
     if inputs.ndim < 2 or inputs.shape[0] == 0 or inputs.shape[1] == 0:
@@ -891,10 +1029,12 @@ __all__ = [
     "DocumentEntityStore",
     "EntityTransformerBlock",
     "GPT2ECausalLMOutput",
+    "GPT2EEntityMemory",
     "GPT2EForCausalLM",
     "GPT2EModel",
     "GPT2EModelOutput",
     "GPT2EPreTrainedModel",
+    "entity_memory_states",
     "initial_entity_states",
     "update_entity_states",
 ]
