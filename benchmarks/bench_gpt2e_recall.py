@@ -11,9 +11,12 @@ documents, entity states carried in the model's document store (`document_ids` /
 cross-entropy of the NAME tokens of window 1 on held-out documents, for
 
   * `gpt2`: GPT-2 (the same blocks without entity attention), the window-local level;
-  * `gpt2e`: GPT2E as configured (`--config-overrides`), with its entity ids, and with the ids zeroed;
-  * `gpt2e-name-code` (positive control): GPT2E whose stored state of each entity is replaced, before window 1, by
-    a fixed random code of its name: what the entity attention can do with an informative state.
+  * `gpt2e`: GPT2E as configured (the default design, the entity memory, with `--config-overrides`), with its entity
+    ids, and with the ids zeroed;
+  * `gpt2e-paper`: the `"paper"` preset (the entity attention of section 3 over the final hidden states of the last
+    mentions), likewise;
+  * `gpt2e-name-code` (positive control): GPT2E as configured whose stored state of each entity is replaced, before
+    window 1, by a fixed random code of its name: what the model can do with an informative state.
 
     python benchmarks/bench_gpt2e_recall.py                       # 600 steps, 3 seeds, a few minutes on 2 cores
     python benchmarks/bench_gpt2e_recall.py --steps 60 --seeds 0  # smoke run
@@ -47,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heldout-documents", type=int, default=512)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--learning-rate", type=float, default=3e-3)
-    parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2e", "gpt2e-name-code"])
+    parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2e", "gpt2e-paper", "gpt2e-name-code"])
     parser.add_argument(
         "--config-overrides", type=json.loads, default={},
         help='JSON of GPT2EConfig fields for the GPT2E models, e.g. \'{"entity_attention_values": "entities"}\'',
@@ -97,6 +100,8 @@ def build(kind: str, args, seed: int) -> torch.nn.Module:
                  n_positions=args.window_length, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     if kind == "gpt2":
         return GPT2LMHeadModel(GPT2Config(**shape))
+    if kind == "gpt2e-paper":
+        return GPT2EForCausalLM(GPT2EConfig.from_preset("paper", **shape, max_entities=2))
     return GPT2EForCausalLM(GPT2EConfig(**shape, max_entities=2, **args.config_overrides))
 
 
@@ -140,7 +145,7 @@ def name_loss(logits: torch.Tensor, documents: dict) -> float:
 
 
 def train_and_score(kind: str, args, seed: int, heldout: dict) -> dict:
-    model = build("gpt2" if kind == "gpt2" else "gpt2e", args, seed)
+    model = build("gpt2e" if kind == "gpt2e-name-code" else kind, args, seed)
     codes = name_codes(args, seed, model.config.n_embd) if kind == "gpt2e-name-code" else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
     generator = torch.Generator().manual_seed(seed)

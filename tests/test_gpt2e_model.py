@@ -47,18 +47,23 @@ def _one_thread():
 
 
 def tiny_config(**overrides) -> GPT2EConfig:
+    """A tiny config of the paper's design (what most tests below check against their reference); tests of what
+    both designs must do pass `entity_state` (see DESIGNS)."""
     values = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, max_entities=MAX_ENTITIES,
-                  entity_attention_size=16, bos_token_id=None, eos_token_id=None, **NO_DROPOUT)
+                  entity_attention_size=16, bos_token_id=None, eos_token_id=None, entity_state="paper", **NO_DROPOUT)
     values.update(overrides)
     return GPT2EConfig(**values)
 
 
+DESIGNS = ["memory", "paper"]
+
+
 def randomise_entity_attention(model, scale: float = 0.4) -> None:
-    """Nonzero entity attention (its output projection starts at zero) and distinct layer norms everywhere, so that
-    a wrong choice of layer norm, projection or mask shows in the outputs."""
+    """Nonzero entity attention or memory (their output projections start at zero) and distinct layer norms
+    everywhere, so that a wrong choice of layer norm, projection or mask shows in the outputs."""
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if "entity_attn" in name:
+            if "entity_attn" in name or "entity_memory" in name:
                 parameter.normal_(0.0, scale)
             elif ".ln_" in name or name.startswith(("ln_", "transformer.ln_")):
                 parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.3)
@@ -96,8 +101,9 @@ def gpt2_folder(tmp_path, head: bool):
     return gpt2, folder
 
 
+@pytest.mark.parametrize("design", DESIGNS)
 @pytest.mark.parametrize("head", [True, False], ids=["GPT2LMHeadModel", "GPT2Model"])
-def test_gpt2_weights_load_every_weight_and_compute_gpt2(tmp_path, head):
+def test_gpt2_weights_load_every_weight_and_compute_gpt2(tmp_path, head, design):
     gpt2, folder = gpt2_folder(tmp_path, head)
     gpt2_base = gpt2.transformer if head else gpt2
     input_ids, entity_ids = random_inputs(2, 12)
@@ -110,8 +116,9 @@ def test_gpt2_weights_load_every_weight_and_compute_gpt2(tmp_path, head):
     for ours_class in (GPT2EForCausalLM, GPT2EModel):  # either class from either kind of GPT-2 folder
         for implementation in ("eager", "sdpa"):
             ours, info = ours_class.from_pretrained(folder, attn_implementation=implementation,
-                                                    output_loading_info=True)
+                                                    output_loading_info=True, entity_state=design)
             ours.eval()
+            assert ours.config.entity_state == design
             assert ours.config._attn_implementation == implementation
             assert info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
             assert info["missing_keys"] and all("entity" in key for key in info["missing_keys"])
@@ -120,8 +127,11 @@ def test_gpt2_weights_load_every_weight_and_compute_gpt2(tmp_path, head):
             for key, value in gpt2_state.items():
                 torch.testing.assert_close(ours_state[key], value, rtol=0, atol=0, msg=key)
             assert {key for key in ours_state if key not in gpt2_state} == {k for k in ours_state if "entity" in k}
-            for block in base.h:
-                assert block.entity_attn.c_proj.weight.abs().max() == 0 == block.entity_attn.c_proj.bias.abs().max()
+            outputs_into_residual = (
+                [block.entity_attn.c_proj for block in base.h] if design == "paper" else [base.entity_memory.read]
+            )
+            for projection in outputs_into_residual:
+                assert projection.weight.abs().max() == 0 == projection.bias.abs().max()
             with torch.no_grad():
                 for entities in (None, entity_ids):
                     out = base(input_ids, entity_ids=entities, output_hidden_states=True)
@@ -296,8 +306,9 @@ def test_the_model_returns_the_final_hidden_states_of_last_mentions_detached():
 
 
 # ------------------------------------------------------------------------------------- windows and the store
-def test_entity_states_carry_over_windows():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_entity_states_carry_over_windows(design):
+    model = entity_lm(entity_state=design)
     first_ids, second_ids = torch.tensor([[4, 8, 15, 16, 23, 42]]), torch.tensor([[11, 22, 33, 44, 55]])
     first_entities = torch.tensor([[1, 1, 0, 2, 0, 0]])
     with torch.no_grad():
@@ -349,8 +360,9 @@ def test_the_document_store_refuses_windows_out_of_order_and_rows_without_a_wind
             read([1, 1])
 
 
-def test_the_document_store_matches_passing_states_by_hand():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_the_document_store_matches_passing_states_by_hand(design):
+    model = entity_lm(entity_state=design)
     windows = [random_inputs(2, 6, seed=s) for s in (3, 4, 5)]
     documents = torch.tensor([10, 11])
     with torch.no_grad():
@@ -445,10 +457,11 @@ def test_the_cache_goes_by_both_names_on_every_supported_transformers():
         assert base.cache is base.past_key_values and base.cache.get_seq_length() == 6
 
 
-def test_generate_reads_one_new_token_per_step_from_the_cache():
+@pytest.mark.parametrize("design", DESIGNS)
+def test_generate_reads_one_new_token_per_step_from_the_cache(design):
     """Each step after the prompt reads the newest token only, with the cache of everything before it: generate
     carries the cache under the installed transformers' name from output to the next forward."""
-    model = entity_lm()
+    model = entity_lm(entity_state=design)
     prompt, prompt_entities = random_inputs(1, 6)
     seen = []
     forward = model.forward
@@ -469,8 +482,9 @@ def _generation_kwargs(**extra):
                 **extra)
 
 
-def test_greedy_generation_with_entity_ids_follows_full_passes():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_greedy_generation_with_entity_ids_follows_full_passes(design):
+    model = entity_lm(entity_state=design)
     prompt, prompt_entities = random_inputs(1, 6)
     states = random_states(1, model.config)
     with torch.no_grad():
@@ -489,8 +503,9 @@ def test_greedy_generation_with_entity_ids_follows_full_passes():
     assert (other.logits[0] - generated.logits[0]).abs().max() > 1e-3
 
 
-def test_an_entity_id_policy_labels_generated_tokens():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_an_entity_id_policy_labels_generated_tokens(design):
+    model = entity_lm(entity_state=design)
     prompt, prompt_entities = random_inputs(1, 6)
     states = random_states(1, model.config)
     calls = []
@@ -517,8 +532,9 @@ def test_an_entity_id_policy_labels_generated_tokens():
     assert (labelled.logits[1] - default.logits[1]).abs().max() > 1e-3
 
 
-def test_left_padded_batches_generate_what_single_prompts_generate():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_left_padded_batches_generate_what_single_prompts_generate(design):
+    model = entity_lm(entity_state=design)
     prompts = [random_inputs(1, 7, seed=8), random_inputs(1, 4, seed=9)]
     states = random_states(2, model.config)
     input_ids = torch.full((2, 7), PAD)
@@ -538,8 +554,9 @@ def test_left_padded_batches_generate_what_single_prompts_generate():
 
 
 # ------------------------------------------------------------------------------------------------- causality
-def test_future_tokens_and_entity_ids_never_change_earlier_logits():
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_future_tokens_and_entity_ids_never_change_earlier_logits(design):
+    model = entity_lm(entity_state=design)
     input_ids, entity_ids = random_inputs(1, 10)
     states = random_states(1, model.config)
     with torch.no_grad():

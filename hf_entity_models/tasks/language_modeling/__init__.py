@@ -1,5 +1,6 @@
 """Language modeling: unlabelled corpora (GAP texts, SQuAD contexts, LitBank) as blocked causal-LM data, the
-collator, and perplexity; entity-annotated data for GPT2E (CoNLL coreference -> input_ids + entity_ids, LAMBADA)."""
+collator, and perplexity; entity-annotated data for GPT2E (CoNLL coreference -> input_ids + entity_ids, LAMBADA), and the synthetic entity
+recall task."""
 
 from .collator import IGNORE_INDEX, LanguageModelingCollator, lm_data_collator
 from .corpus import (
@@ -45,6 +46,7 @@ from .entity_evaluation import (
     reads_entities,
 )
 from .entity_generation import generate_with_entities
+from .entity_recall import HE_TOKEN, recall_documents, recall_name_nats, recall_vocab_size, recall_window_logits
 from .entity_training import (
     EntityLMCollatorFor,
     EntityLMTrainer,
@@ -57,6 +59,11 @@ from .metrics import perplexity_from_loss
 from .refreader_pretraining import build_refreader_lm_trainer, refreader_lm_training_arguments
 
 __all__ = [
+    "HE_TOKEN",
+    "recall_documents",
+    "recall_name_nats",
+    "recall_vocab_size",
+    "recall_window_logits",
     "CorefDocument",
     "DEFAULT_GAP_FILE",
     "DEFAULT_LITBANK_DIR",
