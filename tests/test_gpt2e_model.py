@@ -666,8 +666,9 @@ def test_generation_refuses_entity_ids_that_do_not_match_the_prompt():
 
 
 # ------------------------------------------------------------------------------------- saving and loading
-def test_save_and_load_through_auto_model_for_causal_lm(tmp_path):
-    model = entity_lm()
+@pytest.mark.parametrize("design", DESIGNS)
+def test_save_and_load_through_auto_model_for_causal_lm(tmp_path, design):
+    model = entity_lm(entity_state=design)
     model.save_pretrained(tmp_path)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     assert type(loaded) is GPT2EForCausalLM and loaded.config.model_type == "gpt2e"
@@ -681,20 +682,26 @@ def test_save_and_load_through_auto_model_for_causal_lm(tmp_path):
     assert loaded.lm_head.weight.data_ptr() == loaded.transformer.wte.weight.data_ptr()
 
 
-def test_missing_entity_attention_weights_load_finite_and_start_at_zero(tmp_path):
+@pytest.mark.parametrize("design", DESIGNS)
+def test_missing_entity_weights_load_finite_and_start_at_zero(tmp_path, design):
     from safetensors.torch import load_file, save_file
 
-    entity_lm().save_pretrained(tmp_path)
+    entity_lm(entity_state=design).save_pretrained(tmp_path)
     weights = load_file(tmp_path / "model.safetensors")
-    kept = {name: tensor for name, tensor in weights.items() if "entity_attn" not in name}
+    kept = {name: tensor for name, tensor in weights.items() if "entity_attn" not in name and "entity_memory" not in name}
     assert len(kept) < len(weights)
     save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
     loaded = GPT2EForCausalLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.entity_state == design
     assert all(torch.isfinite(p).all() for p in loaded.parameters())
-    for block in loaded.transformer.h:
-        assert block.entity_attn.c_proj.weight.abs().max() == 0 and block.entity_attn.c_proj.bias.abs().max() == 0
-        assert block.entity_attn.q_attn.weight.abs().max() > 0  # initialised, not left at zero
-    # With the entity attention at zero, entity ids no longer change anything.
+    if design == "paper":
+        for block in loaded.transformer.h:
+            assert block.entity_attn.c_proj.weight.abs().max() == 0 and block.entity_attn.c_proj.bias.abs().max() == 0
+            assert block.entity_attn.q_attn.weight.abs().max() > 0  # initialised, not left at zero
+    else:
+        read = loaded.transformer.entity_memory.read
+        assert read.weight.abs().max() == 0 and read.bias.abs().max() == 0
+    # With the entity attention (memory read) at zero, entity ids no longer change anything.
     input_ids, entity_ids = random_inputs(1, 6)
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids, entity_ids=entity_ids).logits, loaded(input_ids).logits)
@@ -708,8 +715,8 @@ def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2e-portable")
     tokenizer = AutoTokenizer.from_pretrained(SHARED_DATA / "tokenizers" / "gpt2")
     torch.manual_seed(0)
-    model = GPT2EForCausalLM(tiny_config(vocab_size=len(tokenizer), n_embd=16, n_head=2, entity_attention_size=8,
-                                         n_layer=1)).eval()
+    model = GPT2EForCausalLM(tiny_config(vocab_size=len(tokenizer), n_embd=16, n_head=2, n_layer=1,
+                                         entity_state="memory")).eval()
     randomise_entity_attention(model)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -816,9 +823,10 @@ def test_the_checkpoint_loads_without_the_package_from_a_folder_and_from_the_hub
 
 
 # --------------------------------------------------------------------------------------------------- training
-def test_trainer_steps_lower_the_loss_and_fill_the_store(tmp_path):
+@pytest.mark.parametrize("design", DESIGNS)
+def test_trainer_steps_lower_the_loss_and_fill_the_store(tmp_path, design):
     torch.manual_seed(0)
-    model = GPT2EForCausalLM(tiny_config())
+    model = GPT2EForCausalLM(tiny_config(entity_state=design))
     randomise_entity_attention(model, scale=0.1)
     # Two documents of two windows; batches pair the documents' windows: [d0 w0, d1 w0], [d0 w1, d1 w1].
     windows = {(document, window): random_inputs(1, 8, seed=10 * document + window + 20)
@@ -853,10 +861,11 @@ def test_trainer_steps_lower_the_loss_and_fill_the_store(tmp_path):
     assert set(store._states) == {0, 1} and len(model.entity_stores["eval"]) == 0
     for document in (0, 1):
         states = store._states[document]
-        torch.testing.assert_close(states, last_output["entity_states"][document], rtol=0, atol=0)
+        torch.testing.assert_close(states, last_output["entity_states"][document].detach(), rtol=0, atol=0)
         mentioned = (set(windows[document, 0][1][0].tolist()) | set(windows[document, 1][1][0].tolist())) - {0}
+        initial = 0.0 if design == "memory" else 1.0
         for entity in range(MAX_ENTITIES + 1):
-            assert bool(states[entity].eq(1).all()) == (entity not in mentioned), (document, entity)
+            assert bool(states[entity].eq(initial).all()) == (entity not in mentioned), (document, entity)
 
 
 def test_a_policy_needs_the_prompt_entity_ids_and_a_passed_cache_is_used_in_training_mode_too():
@@ -878,3 +887,162 @@ def test_inputs_beyond_the_position_embeddings_are_refused():
     too_long = torch.zeros(1, model.config.n_positions + 1, dtype=torch.long)
     with pytest.raises(ValueError, match="beyond the model's n_positions"):
         model(too_long)
+
+
+# ------------------------------------------------------------------------------------------ the entity memory
+def memory_reference(entity_states, entity_ids, values, gate_logits, token_mask):
+    """The memory's recurrence token by token: s_k <- (1 - g) s_k + g v at every mention of k, in order."""
+    states, out = entity_states.clone(), torch.zeros_like(values)
+    for row in range(entity_ids.shape[0]):
+        for t in range(entity_ids.shape[1]):
+            entity = int(entity_ids[row, t])
+            if entity == 0 or not token_mask[row, t]:
+                continue
+            gate = torch.sigmoid(gate_logits[row, t])
+            states[row, entity] = (1 - gate) * states[row, entity] + gate * values[row, t]
+            out[row, t] = states[row, entity]
+    return out, states
+
+
+def test_entity_memory_states_match_the_token_by_token_recurrence():
+    generator = torch.Generator().manual_seed(0)
+    batch, length, entities, width = 3, 19, 4, 5
+    entity_ids = torch.randint(0, entities + 1, (batch, length), generator=generator)
+    token_mask = torch.rand(batch, length, generator=generator) > 0.2
+    before = torch.randn(batch, entities + 1, width, generator=generator, dtype=torch.float64)
+    values = torch.randn(batch, length, width, generator=generator, dtype=torch.float64)
+    gate_logits = 4 * torch.randn(batch, length, generator=generator, dtype=torch.float64)  # gates near 0 and 1 too
+    got = modeling_gpt2e.entity_memory_states(before, entity_ids, values, gate_logits, token_mask)
+    want, after = memory_reference(before, entity_ids, values, gate_logits, token_mask)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    # The states returned for the next window: each entity's state after its last mention, the others unchanged.
+    torch.testing.assert_close(update_entity_states(before, entity_ids, got, token_mask), after, rtol=1e-10, atol=1e-10)
+
+
+def test_the_memory_model_matches_a_reference_of_its_layers():
+    """GPT2EModel with the memory = GPT-2's blocks, then after block `entity_memory_layer` the memory written from
+    layer norms of the hidden state and the token embedding, read through `read` at the mentions only."""
+    model = entity_lm(entity_state="memory", n_layer=3, entity_memory_layer=1).transformer.double()
+    input_ids, entity_ids = random_inputs(2, 11)
+    states = random_states(2, model.config).double()
+    embeddings = model.wte(input_ids)
+    hidden = embeddings + model.wpe(torch.arange(11))
+    memory = model.entity_memory
+    with torch.no_grad():
+        for index, block in enumerate(model.h):
+            hidden = hidden + block.attn(block.ln_1(hidden), None, None)
+            hidden = hidden + block.mlp(block.ln_2(hidden))
+            if index == 1:
+                normalise = functools.partial(torch.nn.functional.layer_norm, normalized_shape=(32,), eps=1e-5)
+                values = normalise(hidden) + normalise(embeddings)
+                gate_logits = values @ memory.gate.weight[:, 0] + memory.gate.bias[0]
+                read_states, after = memory_reference(states, entity_ids, values, gate_logits,
+                                                      torch.ones_like(entity_ids, dtype=torch.bool))
+                read = read_states @ memory.read.weight + memory.read.bias
+                hidden = hidden + read * (entity_ids != 0).unsqueeze(-1)
+        expected = model.ln_f(hidden)
+        got = model(input_ids, entity_ids=entity_ids, entity_states=states)
+    torch.testing.assert_close(got.last_hidden_state, expected, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(got.entity_states, after, rtol=1e-9, atol=1e-9)
+
+
+def test_the_memory_makes_the_first_window_see_earlier_mentions():
+    """Fresh entity states (a document's first window): a later mention of an entity reads what its earlier
+    mentions wrote, so the ids change its logits; the paper's design cannot (every entity is the same ones)."""
+    input_ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
+    entity_ids = torch.tensor([[1, 0, 0, 0, 1, 0, 0, 0]])
+    for design, matters in (("memory", True), ("paper", False)):
+        model = entity_lm(entity_state=design)
+        with torch.no_grad():
+            with_ids = model(input_ids, entity_ids=entity_ids).logits
+            renumbered = model(input_ids, entity_ids=torch.tensor([[1, 0, 0, 0, 2, 0, 0, 0]])).logits
+        assert ((with_ids[0, 4] - renumbered[0, 4]).abs().max() > 1e-3) == matters, design
+        torch.testing.assert_close(with_ids[0, :4], renumbered[0, :4], rtol=0, atol=1e-6)
+
+
+def test_reading_a_window_in_pieces_with_the_memory_equals_reading_it_at_once():
+    """Incremental decoding: each piece reads the cache and the entity states returned for the tokens before it."""
+    model = entity_lm(entity_state="memory")
+    input_ids, entity_ids = random_inputs(2, 9)
+    entity_ids[:, 2] = entity_ids[:, 8] = 3  # the last token mentions an entity mentioned earlier in the window
+    states = random_states(2, model.config)
+    with torch.no_grad():
+        full = model(input_ids, entity_ids=entity_ids, entity_states=states)
+        step = model(input_ids[:, :4], entity_ids=entity_ids[:, :4], entity_states=states, use_cache=True)
+        logits = [step.logits]
+        for t in range(4, 9):
+            step = model(input_ids[:, t : t + 1], entity_ids=entity_ids[:, t : t + 1],
+                         entity_states=step.entity_states, cache=step.cache, use_cache=True)
+            logits.append(step.logits)
+        # Kept fixed instead, the states of before the window miss what this window's mentions wrote.
+        fixed = model(input_ids[:, 8:], entity_ids=entity_ids[:, 8:], entity_states=states,
+                      cache=model(input_ids[:, :8], entity_ids=entity_ids[:, :8], entity_states=states,
+                                  use_cache=True).cache)
+    torch.testing.assert_close(torch.cat(logits, 1), full.logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(step.entity_states, full.entity_states, rtol=0, atol=1e-5)
+    assert len(step.cache.layers) == model.config.n_layer  # no entity attention layers in the cache
+    assert (fixed.logits - full.logits[:, 8:]).abs().max() > 1e-4
+
+
+def test_the_memory_passes_gradients_through_carried_states_and_the_store_detaches_them():
+    model = entity_lm(entity_state="memory").train()
+    input_ids, entity_ids = random_inputs(2, 6)
+    first = model(input_ids, entity_ids=entity_ids)
+    assert first.entity_states.requires_grad  # a training loop may back-propagate across the window boundary
+    second = model(input_ids, entity_ids=entity_ids, entity_states=first.entity_states)
+    second.logits.sum().backward()
+    assert model.transformer.entity_memory.gate.weight.grad.abs().max() > 0
+    stored = model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([1, 2]), window_index=torch.tensor([0, 0]))
+    assert not model.entity_stores["train"]._states[1].requires_grad and stored.entity_states.requires_grad
+
+
+def test_the_memory_starts_documents_at_zero_and_never_writes_the_no_entity_row():
+    model = entity_lm(entity_state="memory")
+    input_ids, entity_ids = random_inputs(2, 10)
+    with torch.no_grad():
+        states = model(input_ids, entity_ids=entity_ids).entity_states
+    assert initial_entity_states(2, model.config).eq(0).all()
+    assert states[:, 0].eq(0).all()
+    mentioned = torch.zeros(2, MAX_ENTITIES + 1, dtype=torch.bool).scatter(1, entity_ids, True)
+    mentioned[:, 0] = False
+    assert states[mentioned].abs().amax(-1).gt(0).all() and states[~mentioned].eq(0).all()
+
+
+def test_beam_search_with_entity_ids_is_refused_by_the_memory_only():
+    prompt, prompt_entities = random_inputs(1, 5)
+    memory = entity_lm(entity_state="memory")
+    with pytest.raises(ValueError, match="num_beams=2 with entity ids"):
+        memory.generate(prompt, entity_ids=prompt_entities, num_beams=2, max_new_tokens=2, pad_token_id=PAD)
+    memory.generate(prompt, num_beams=2, max_new_tokens=2, pad_token_id=PAD)  # no entities: nothing to reorder
+    entity_lm(entity_state="paper").generate(prompt, entity_ids=prompt_entities, num_beams=2, max_new_tokens=2,
+                                             pad_token_id=PAD)
+
+
+# ---------------------------------------------------------------------------------------------------- config
+def test_presets_name_the_designs_and_old_configs_load_as_the_paper_design(tmp_path):
+    assert GPT2EConfig().entity_state == "memory" and GPT2EConfig().preset == "entity-memory"
+    assert GPT2EConfig.from_preset("paper", n_layer=4).preset == "paper"
+    assert GPT2EConfig(n_layer=12).entity_memory_layer == 6 and GPT2EConfig(n_layer=1).entity_memory_layer == 0
+    with pytest.raises(ValueError, match="Unknown GPT2E preset"):
+        GPT2EConfig.from_preset("memory")
+    # A GPT2E config saved before `entity_state` existed was trained with the paper's entity attention.
+    saved = tiny_config().to_dict()
+    del saved["entity_state"], saved["entity_memory_layer"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert GPT2EConfig.from_pretrained(tmp_path).entity_state == "paper"
+    # A GPT-2 config is not a saved GPT2E config: it gets the default design.
+    GPT2Config(n_layer=2, n_embd=32, n_head=4).save_pretrained(tmp_path)
+    assert GPT2EConfig.from_pretrained(tmp_path).entity_state == "memory"
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(entity_state="attention"), "entity_state must be one of"),
+        (dict(entity_memory_layer=2), r"entity_memory_layer must be a block index in 0..1"),
+        (dict(entity_memory_layer=-1), "entity_memory_layer must be a block index"),
+    ],
+)
+def test_bad_memory_configs_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**fields)
