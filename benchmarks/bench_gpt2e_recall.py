@@ -35,10 +35,14 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
+from hf_entity_models.tasks.language_modeling import (
+    recall_documents,
+    recall_name_nats,
+    recall_vocab_size,
+    recall_window_logits,
+)
 
 RESULTS = Path(__file__).parent / "results" / "gpt2e_recall.json"
-FILLER_TOKENS = 48
-HE = 0  # token ids: 0 "he", 1..names the names, then filler
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,44 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def make_documents(count: int, names: int, length: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """`count` two-window documents: token ids and entity ids (batch, 2, length), and where window 1's names are."""
-    vocab_filler = torch.randint(names + 1, names + 1 + FILLER_TOKENS, (count, 2, length), generator=generator)
-    input_ids, entity_ids = vocab_filler, torch.zeros(count, 2, length, dtype=torch.long)
-    # Two different names per document, for entities 1 and 2.
-    first = torch.randint(1, names + 1, (count,), generator=generator)
-    second = (first - 1 + torch.randint(1, names, (count,), generator=generator)) % names + 1
-    entity_names = torch.stack([first, second], dim=1)  # (count, 2): the name of entity 1 and of entity 2
-    rows = torch.arange(count)
-    # Window 0: each name once, in the first and second half.
-    half = length // 2
-    for entity, (low, high) in enumerate(((1, half), (half, length))):
-        position = torch.randint(low, high, (count,), generator=generator)
-        input_ids[rows, 0, position] = entity_names[:, entity]
-        entity_ids[rows, 0, position] = entity + 1
-    # Window 1: "he NAME" for each entity, in a random order, one in each half (never at position 0, so that "he"
-    # is predicted too but the name is what is scored).
-    order = torch.randint(0, 2, (count,), generator=generator)
-    name_positions = []
-    for slot, (low, high) in enumerate(((2, half), (half + 1, length))):
-        entity = (order + slot) % 2
-        position = torch.randint(low, high, (count,), generator=generator)
-        input_ids[rows, 1, position - 1] = HE
-        input_ids[rows, 1, position] = entity_names[rows, entity]
-        entity_ids[rows, 1, position - 1] = entity + 1
-        entity_ids[rows, 1, position] = entity + 1
-        name_positions.append(position)
-    return {
-        "input_ids": input_ids,
-        "entity_ids": entity_ids,
-        "entity_names": entity_names,
-        "name_positions": torch.stack(name_positions, dim=1),
-    }
-
-
 def build(kind: str, args, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
-    shape = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=args.names + 1 + FILLER_TOKENS,
+    shape = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=recall_vocab_size(args.names),
                  n_positions=args.window_length, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     if kind == "gpt2":
         return GPT2LMHeadModel(GPT2Config(**shape))
@@ -123,25 +92,11 @@ def window_forward(model, kind: str, documents: dict, window: int, ids_on: bool,
         states = torch.ones(len(input_ids), 3, codes.shape[1])
         states[:, 1:] = codes[documents["entity_names"]]
         return model(input_ids, entity_ids=entity_ids, entity_states=states).logits
-    count = len(input_ids)
-    return model(
-        input_ids, entity_ids=entity_ids,
-        document_ids=torch.arange(document_offset, document_offset + count),
-        window_index=torch.full((count,), window),
-    ).logits
+    return recall_window_logits(model, documents, window, document_offset, ids_on)
 
 
 def lm_loss(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())
-
-
-def name_loss(logits: torch.Tensor, documents: dict) -> float:
-    """Mean cross-entropy of window 1's NAME tokens (predicted at the position of "he")."""
-    positions = documents["name_positions"]
-    rows = torch.arange(len(positions)).unsqueeze(1)
-    scores = logits[rows, positions - 1]  # (documents, 2, vocab)
-    targets = documents["input_ids"][:, 1].gather(1, positions)
-    return torch.nn.functional.cross_entropy(scores.flatten(0, 1), targets.flatten()).item()
 
 
 def train_and_score(kind: str, args, seed: int, heldout: dict) -> dict:
@@ -152,7 +107,7 @@ def train_and_score(kind: str, args, seed: int, heldout: dict) -> dict:
     model.train()
     started, losses = time.perf_counter(), []
     for batch in range(args.steps // 2):
-        documents = make_documents(args.batch_size, args.names, args.window_length, generator)
+        documents = recall_documents(args.batch_size, args.names, args.window_length, generator)
         for window in (0, 1):  # one optimiser step per window, states carried in the store
             loss = lm_loss(window_forward(model, kind, documents, window, True, codes, batch * args.batch_size),
                            documents["input_ids"][:, window])
@@ -168,13 +123,13 @@ def train_and_score(kind: str, args, seed: int, heldout: dict) -> dict:
                 model.reset_entity_stores()
             window_forward(model, kind, heldout, 0, ids_on, codes, 0)
             logits = window_forward(model, kind, heldout, 1, ids_on, codes, 0)
-            record["name_nats" if ids_on else "name_nats_ids_zeroed"] = name_loss(logits, heldout)
+            record["name_nats" if ids_on else "name_nats_ids_zeroed"] = recall_name_nats(logits, heldout)
     return record
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    heldout = make_documents(args.heldout_documents, args.names, args.window_length, torch.Generator().manual_seed(999))
+    heldout = recall_documents(args.heldout_documents, args.names, args.window_length, torch.Generator().manual_seed(999))
     results = {
         "command": "python benchmarks/bench_gpt2e_recall.py " + " ".join(argv or []),
         "window_local_level_nats": math.log(args.names),
