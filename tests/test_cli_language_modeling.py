@@ -164,8 +164,8 @@ def test_train_from_a_gpt2_checkpoint_loads_its_weights_into_gpt2e(gpt2_checkpoi
                             "--max-entities", 300, *QUICK, "--batch-size", 1, "--output-dir", output)
     finally:
         logging.getLogger("transformers").removeHandler(handler)
-    # GPT-2 has no entity attention: its weights are expected to be missing, and the load report still shows.
-    assert "MISSING" in log.getvalue() and "entity_attn" in log.getvalue()
+    # GPT-2 has no entity memory: its weights are expected to be missing, and the load report still shows.
+    assert "MISSING" in log.getvalue() and "entity_memory" in log.getvalue()
     model = AutoModelForCausalLM.from_pretrained(output)
     assert type(model) is GPT2EForCausalLM and model.config.max_entities == 300
     assert (model.config.n_layer, model.config.n_embd, model.config.n_positions) == (1, 32, 64)

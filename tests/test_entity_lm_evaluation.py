@@ -40,12 +40,16 @@ def _windows(seed: int = 0) -> list[dict]:
     return rows
 
 
-def _gpt2e() -> GPT2EForCausalLM:
+def _gpt2e(design: str = "memory") -> GPT2EForCausalLM:
     torch.manual_seed(0)
-    model = GPT2EForCausalLM(GPT2EConfig(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB, n_positions=32, max_entities=5))
-    with torch.no_grad():  # make the entity attention matter
-        for block in model.transformer.h:
-            block.entity_attn.c_proj.weight.normal_(0.0, 0.5)
+    model = GPT2EForCausalLM(GPT2EConfig(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB, n_positions=32,
+                                         max_entities=5, entity_state=design))
+    with torch.no_grad():  # make the entities matter: their output projections start at zero
+        if design == "memory":
+            model.transformer.entity_memory.read.weight.normal_(0.0, 0.5)
+        else:
+            for block in model.transformer.h:
+                block.entity_attn.c_proj.weight.normal_(0.0, 0.5)
     return model.eval()
 
 
@@ -218,26 +222,31 @@ def test_trainer_set_up_refuses_random_order_and_dropped_columns(tmp_path):
         build_entity_lm_trainer(model, tokenizer, _trainer_rows(), dropping)
 
 
-def test_generation_reads_the_prompt_entities_only_through_carried_states():
-    """Within one window every entity still has its starting representation: the prompt's ids alone change nothing;
-    `generate_with_entities` reads the prompt first, so its entities shape the continuation, exactly as passing the
-    states of that first reading to `generate` by hand."""
+@pytest.mark.parametrize("design", ["memory", "paper"])
+def test_generation_continues_the_prompt_as_a_window_of_its_document(design):
+    """`generate_with_entities` reads the prompt as training reads a window: with the states of the text before it
+    (none at the start of a document), never with states computed from the prompt itself. With the memory, the
+    prompt's own mentions already shape the continuation; with the paper's design they cannot within a first window
+    (every entity is the same vector of ones) and do so through the states of an earlier window."""
     from hf_entity_models.tasks.language_modeling import generate_with_entities
 
-    model = _gpt2e()
+    model = _gpt2e(design)
     model.generation_config.pad_token_id = 0
     input_ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
     entity_ids = torch.tensor([[1, 0, 1, 2, 0, 2, 1, 0]])
-    options = dict(max_new_tokens=4, do_sample=False, output_logits=True, return_dict_in_generate=True)
-    plain = model.generate(input_ids, **options)
-    with_ids_only = model.generate(input_ids, entity_ids=entity_ids, **options)
-    torch.testing.assert_close(torch.stack(with_ids_only.logits), torch.stack(plain.logits), rtol=0, atol=0)
-    generated = generate_with_entities(model, input_ids, entity_ids, **options)
+    earlier = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
-        states = model(input_ids, entity_ids=entity_ids).entity_states
-    by_hand = model.generate(input_ids, entity_ids=entity_ids, entity_states=states, **options)
-    torch.testing.assert_close(torch.stack(generated.logits), torch.stack(by_hand.logits))
-    assert (torch.stack(generated.logits) - torch.stack(plain.logits)).abs().max() > 1e-4
+        previous_window = model(earlier, entity_ids=torch.tensor([[0, 1, 0, 2, 2, 0, 1, 0]])).entity_states
+    options = dict(max_new_tokens=4, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    plain = torch.stack(model.generate(input_ids, **options).logits)
+    for states in (None, previous_window):
+        generated = torch.stack(generate_with_entities(model, input_ids, entity_ids, states, **options).logits)
+        by_hand = model.generate(input_ids, entity_ids=entity_ids, entity_states=states, **options)
+        torch.testing.assert_close(generated, torch.stack(by_hand.logits), rtol=0, atol=0)
+        matters = states is not None or design == "memory"
+        assert bool((generated - plain).abs().max() > 1e-4) == matters, (design, states is None)
+    with pytest.raises(ValueError, match="one entity id per prompt token"):
+        generate_with_entities(model, input_ids, entity_ids[:, :5], **options)
 
 
 def _rows_of_lengths(window_counts: list[int]):

@@ -84,6 +84,12 @@ def add_train_parser(models: argparse._SubParsersAction) -> None:
         help=f"the GPT-2 tokenizer (folder or Hub id; default: --init-from's when it has one saved, else "
         f"{DEFAULT_LM_TOKENIZER} from the Hub); a fresh model's vocabulary is the tokenizer's",
     )
+    architecture.add_argument(
+        "--preset", choices=("entity-memory", "paper"),
+        help="the design: entity-memory (default: a gated memory per entity, written and read by every mention "
+        "after a middle block) or paper (the entity attention of section 3 in every block, over the final hidden "
+        "states of earlier windows)",
+    )
     architecture.add_argument("--n-layer", type=positive_int, help="Entity-Transformer blocks (default: 12)")
     architecture.add_argument("--n-embd", type=positive_int, help="hidden size (default: 768)")
     architecture.add_argument("--n-head", type=positive_int, help="attention heads (default: 12)")
@@ -240,9 +246,9 @@ def _report_and_save(
 
 
 def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from ..models.gpt2e import GPT2EConfig
+    from ..models.gpt2e import PRESETS, GPT2EConfig
 
-    overrides = dict(args.config_overrides)
+    overrides = {**PRESETS[args.preset], **args.config_overrides} if args.preset else dict(args.config_overrides)
     explicit = {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "max_entities": args.max_entities}
     overrides.update({key: value for key, value in explicit.items() if value is not None})
     check_config_fields(GPT2EConfig, overrides, "gpt2e")

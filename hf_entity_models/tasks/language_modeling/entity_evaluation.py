@@ -101,6 +101,30 @@ def entity_nll(
     Raises:
         ValueError: If there are no windows, a document's windows are incomplete, or no window has a token to predict.
     """
+    sums = entity_nll_sums(model, windows, batch_size, use_entities, progress, distributed)
+    return sums.total_nll, sums.tokens
+
+
+@dataclass(frozen=True)
+class NLLSums:
+    """Summed negative log-likelihood over every predicted token, and over the tokens of entity mentions (whose gold
+    entity id is not 0, whether or not the model was given the ids), with their counts."""
+
+    total_nll: float
+    tokens: int
+    mention_nll: float
+    mention_tokens: int
+
+
+def entity_nll_sums(
+    model: torch.nn.Module,
+    windows: Sequence[Mapping[str, Any]],
+    batch_size: int = 8,
+    use_entities: bool = True,
+    progress: bool = True,
+    distributed: bool = False,
+) -> NLLSums:
+    """`entity_nll`'s sums, with those of the mention tokens beside them (one pass over the documents)."""
     rank, world_size = process_rank_and_count()
     shard = distributed and world_size > 1
     by_document = _windows_by_document(windows)
@@ -111,22 +135,24 @@ def entity_nll(
         mine = assign_documents_to_processes(counts, world_size)[rank]
         by_document = {document: by_document[document] for document in mine}
         progress = progress and rank == 0
-    total_loss, total_tokens = 0.0, 0
+    sums = [0.0, 0, 0.0, 0]  # total NLL, tokens, mention NLL, mention tokens
     for batch, states in _document_batches(model, by_document, batch_size, use_entities, progress, "perplexity"):
         outputs = _forward(model, batch, states)
         logits = outputs.logits[:, :-1].float()
         targets = batch["input_ids"][:, 1:]
         mask = batch["attention_mask"][:, 1:].bool()
+        mention = mask & (batch["gold_entity_ids"][:, 1:] != 0)
         losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-        total_loss += float(losses[mask].double().sum())
-        total_tokens += int(mask.sum())
+        for slot, chosen in ((0, mask), (2, mention)):
+            sums[slot] += float(losses[chosen].double().sum())
+            sums[slot + 1] += int(chosen.sum())
         states.update(outputs)
     if shard:
-        total_loss, total_tokens = all_reduce_sums([total_loss, total_tokens], _device(model))
-        total_tokens = int(total_tokens)
-    if total_tokens == 0:
+        sums = all_reduce_sums(sums, _device(model))
+        sums[1], sums[3] = int(sums[1]), int(sums[3])
+    if sums[1] == 0:
         raise ValueError("The windows have no token to predict (every window is a single token).")
-    return total_loss, total_tokens
+    return NLLSums(*sums)
 
 
 def entity_perplexity(

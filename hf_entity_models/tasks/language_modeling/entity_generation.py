@@ -1,10 +1,14 @@
-"""Generation that uses a prompt's entities.
+"""Generation that uses a prompt's entities, with the semantics of training.
 
-GPT2E's entity attention reads the representations of entities from EARLIER windows: within one window every
-entity still has its starting representation (a vector of ones, the same for every entity), so the entity ids of a
-prompt read on its own change nothing. `generate_with_entities` therefore reads the prompt once as the previous
-window — each entity then holds the final hidden state of its last mention in the prompt — and generates a
-continuation of the prompt with those entity states.
+In training, a window reads the entity states left by the earlier windows of its document (fresh states for the
+first window), and the entity memory (the default design) updates an entity's state at every mention as it reads.
+`generate_with_entities` does the same with a prompt: the prompt is a window, `entity_states` are those of the text
+before it (none: the start of a document), and generation continues that window. With the entity memory, the
+prompt's mentions write their entities' states and later mentions (in the prompt or generated with an
+`entity_id_policy`) read them. With the paper's design, a window's entities keep the states of the earlier windows
+until the window ends, so a prompt's entity ids matter only through states passed in (within a first window every
+entity is the same vector of ones); the prompt is not read twice to give it states computed from itself, which
+training never does.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ def generate_with_entities(
     attention_mask: torch.Tensor | None = None,
     **generate_kwargs: Any,
 ) -> Any:
-    """Continue a prompt with GPT2E, its entities represented by their mentions in the prompt.
+    """Continue a prompt with GPT2E as a window of a document, its entities read as in training.
 
     Args:
         model: A `GPT2EForCausalLM`.
         input_ids: `(batch, length)` prompt tokens.
         entity_ids: `(batch, length)` their entity ids (e.g. from `entity_ids_from_text`).
-        entity_states: The states before the prompt (earlier windows of the document), if any.
+        entity_states: The entity states after the text before the prompt (the `entity_states` returned for the
+            previous window of the document), if any; None starts a document.
         attention_mask: The prompt's attention mask (left padding for a batch of prompts).
         generate_kwargs: Passed to `model.generate` (`max_new_tokens`, `do_sample`, `entity_id_policy`, ...).
 
@@ -43,12 +48,11 @@ def generate_with_entities(
         >>> ids, entities = torch.tensor([prompt["input_ids"]]), torch.tensor([prompt["entity_ids"]])  # doctest: +SKIP
         >>> generate_with_entities(model, ids, entities, max_new_tokens=20)  # doctest: +SKIP
     """
-    was_training = model.training
-    model.eval()
-    states = model(
-        input_ids, entity_ids=entity_ids, entity_states=entity_states, attention_mask=attention_mask, use_cache=False
-    ).entity_states
-    model.train(was_training)
+    if entity_ids.shape != input_ids.shape:
+        raise ValueError(
+            f"entity_ids has shape {tuple(entity_ids.shape)} but input_ids {tuple(input_ids.shape)}: give one entity "
+            "id per prompt token (0 outside mentions)."
+        )
     if attention_mask is not None:
         generate_kwargs["attention_mask"] = attention_mask
-    return model.generate(input_ids, entity_ids=entity_ids, entity_states=states, **generate_kwargs)
+    return model.generate(input_ids, entity_ids=entity_ids, entity_states=entity_states, **generate_kwargs)

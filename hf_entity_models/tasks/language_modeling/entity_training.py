@@ -35,7 +35,7 @@ from transformers.trainer_utils import speed_metrics
 
 from ...training.distributed import check_processes_connected
 from .entities import EntityLanguageModelingCollator, order_windows_for_streams
-from .entity_evaluation import assign_documents_to_processes, entity_nll, reads_entities
+from .entity_evaluation import assign_documents_to_processes, entity_nll, entity_nll_sums, reads_entities
 
 __all__ = [
     "EntityLMCollatorFor",
@@ -396,16 +396,21 @@ def evaluate_entity_lm(
     documents (those of one process, up to float rounding). `EntityLMTrainer.evaluate` does that.
 
     Returns:
-        `{"perplexity": ...}` and, for GPT2E, `{"perplexity_without_entities": ...}` too.
+        `{"perplexity": ..., "mention_perplexity": ...}` (the second over the predicted tokens that belong to an
+        entity mention, where the paper expects the entities to help; NaN when there is none) and, for GPT2E, the
+        same two `..._without_entities` too.
 
     Example:
         >>> evaluate_entity_lm(model, splits["test"])  # doctest: +SKIP
-        {'perplexity': 212.4, 'perplexity_without_entities': 219.0}
+        {'perplexity': 212.4, 'mention_perplexity': 301.2, 'perplexity_without_entities': 219.0, ...}
     """
     options = dict(batch_size=batch_size, progress=progress, distributed=distributed)
-    total_loss, tokens = entity_nll(model, windows, **options)
-    scores = {"perplexity": _exp(total_loss / tokens)}
-    if reads_entities(model):
-        total_loss, tokens = entity_nll(model, windows, use_entities=False, **options)
-        scores["perplexity_without_entities"] = _exp(total_loss / tokens)
+    variants = {"": True, "_without_entities": False} if reads_entities(model) else {"": True}
+    scores = {}
+    for suffix, use_entities in variants.items():
+        sums = entity_nll_sums(model, windows, use_entities=use_entities, **options)
+        scores[f"perplexity{suffix}"] = _exp(sums.total_nll / sums.tokens)
+        scores[f"mention_perplexity{suffix}"] = (
+            _exp(sums.mention_nll / sums.mention_tokens) if sums.mention_tokens else math.nan
+        )
     return scores
