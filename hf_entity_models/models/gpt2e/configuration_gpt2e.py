@@ -46,8 +46,8 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
               becomes a next-token predictor, and within a window every entity reads the same vector of ones.
         entity_memory_layer (`int`, *optional*):
             After which block (0-based) the entity memory writes and reads (`entity_state="memory"` only).
-            Defaults to `n_layer // 2`: a middle layer, whose states still say which token a mention is, with blocks
-            after it to use what is read.
+            Defaults to the middle block, `n_layer // 2`, but never the last block of a model with two or more:
+            what a mention reads reaches the tokens after it through the blocks that follow.
         max_entities (`int`, *optional*, defaults to 256):
             Capacity of the entity store of one document: entity ids run from 1 to `max_entities` (0 = the token is
             not part of an entity mention). The entity states have `max_entities + 1` rows, row 0 being the
@@ -74,7 +74,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
 
     >>> config = GPT2EConfig(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64, max_entities=8)
     >>> config.preset, config.entity_memory_layer
-    ('entity-memory', 1)
+    ('entity-memory', 0)
     >>> GPT2EConfig.from_preset("paper", n_layer=2, n_embd=32, n_head=2).entity_attention_size
     8
     >>> model = GPT2EForCausalLM(config)
@@ -95,7 +95,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
 
     def __post_init__(self, **kwargs):
         if self.entity_memory_layer is None:
-            self.entity_memory_layer = self.n_layer // 2
+            self.entity_memory_layer = max(0, min(self.n_layer // 2, self.n_layer - 2))
         if self.entity_attention_size is None:
             self.entity_attention_size = max(self.n_head, self.n_embd // 4 // self.n_head * self.n_head)
         super().__post_init__(**kwargs)
