@@ -142,8 +142,8 @@ def test_train_writes_a_gpt2e_checkpoint_and_prints_both_perplexities(trained, b
     assert lines[2].startswith("nothing was selected on the held-out books") and "test books" in lines[2]
     assert lines[3] == f"checkpoint saved to {folder}"
     recorded = {(entry["split"], entry["metric"]): entry["value"] for entry in model.config.evaluation_results}
-    assert set(recorded) == {(split, metric) for split in ("validation", "test")
-                             for metric in ("perplexity", "perplexity_without_entities")}
+    assert set(recorded) == {(split, f"{tokens}perplexity{ids}") for split in ("validation", "test")
+                             for tokens in ("", "mention_") for ids in ("", "_without_entities")}
     for (split, metric), value in recorded.items():
         assert value == pytest.approx(report[split][metric], abs=1e-4)
 

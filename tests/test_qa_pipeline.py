@@ -508,7 +508,7 @@ def test_tied_weights_are_saved_once_and_still_fit(tmp_path):
     from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
 
     config = GPT2EConfig(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32, max_entities=4,
-                         entity_attention_size=8, bos_token_id=None, eos_token_id=None)
+                         entity_attention_size=8, bos_token_id=None, eos_token_id=None, entity_state="paper")
     GPT2EForCausalLM(config).save_pretrained(tmp_path)
     model = GPT2EForCausalLM.from_pretrained(tmp_path)
     assert model.lm_head.weight is model.transformer.wte.weight

@@ -49,6 +49,8 @@ _DERIVED_FIELDS = ("vocab_size", "n_positions")
 _METRIC_NAMES = {
     "perplexity": "Perplexity (with entity ids)",
     "perplexity_without_entities": "Perplexity (entity ids zeroed)",
+    "mention_perplexity": "Perplexity of mention tokens (with entity ids)",
+    "mention_perplexity_without_entities": "Perplexity of mention tokens (entity ids zeroed)",
 }
 
 
