@@ -310,9 +310,8 @@ class GPT2EEntityMemory(nn.Module):
     and reads the state back into the residual stream.
 
     A mention t of entity k writes v_t, the layer norm of its hidden state plus that of its token embedding, with a
-    learned gate g_t = sigmoid(z_t):
-    the entity's state becomes s_k <- (1 - g_t) s_k + g_t v_t, in token order, starting
-    from the state the entity had before the input (`entity_memory_states`). Token t then adds `read(s_k)` to its
+    learned gate g_t = sigmoid(z_t): the entity's state becomes s_k <- (1 - g_t) s_k + g_t v_t, in token order,
+    starting from the state the entity had before the input (`entity_memory_states`). Token t then adds `read(s_k)` to its
     hidden state: a mention sees what it and every earlier mention of its entity wrote, in this window and before
     it. Tokens outside mentions add nothing; `read` starts at zero (GPT-2's outputs until training moves it).
     """
@@ -325,7 +324,7 @@ class GPT2EEntityMemory(nn.Module):
         # value could only be trained by reads in the same window (the store carries states detached across
         # windows), a signal that does not ask it to keep the entity; and the hidden state alone lost the token:
         # on the recall task (benchmarks/bench_gpt2e_recall.py) both stayed at chance (2.79 nats); with the token
-        # embedding added, 0.02. The blocks below this layer learn what to put into the hidden state.
+        # embedding added, 0.01-0.02. The blocks below this layer learn what to put into the hidden state.
         self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon, elementwise_affine=False)
         self.gate = Conv1D(1, config.n_embd)
         self.gate._starts_at_zero = True  # gates of 1/2 until trained
