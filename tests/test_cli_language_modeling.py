@@ -154,6 +154,15 @@ def test_train_writes_a_gpt2e_checkpoint_and_prints_both_perplexities(trained, b
     assert scores["perplexity"] == pytest.approx(report["test"]["perplexity"], rel=1e-4)
 
 
+def test_train_builds_the_entity_memory_by_default_and_the_papers_design_with_its_preset(trained, books, tmp_path):
+    assert AutoModelForCausalLM.from_pretrained(trained["folder"]).config.entity_state == "memory"
+    output = tmp_path / "paper"
+    train_quietly("train", "gpt2e", "--conll", books, "--tokenizer", GPT2_TOKENIZER, *TINY, *QUICK, "--preset",
+                  "paper", "--output-dir", output)
+    model = AutoModelForCausalLM.from_pretrained(output)
+    assert model.config.preset == "paper" and hasattr(model.transformer.h[0], "entity_attn")
+
+
 def test_train_from_a_gpt2_checkpoint_loads_its_weights_into_gpt2e(gpt2_checkpoint, books, tmp_path):
     output = tmp_path / "from-gpt2"
     log = io.StringIO()

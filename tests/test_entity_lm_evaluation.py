@@ -13,7 +13,9 @@ from hf_entity_models import GPT2EConfig, GPT2EForCausalLM
 from hf_entity_models.tasks.language_modeling import (
     build_entity_lm_trainer,
     entity_lm_training_arguments,
+    entity_nll_sums,
     entity_perplexity,
+    evaluate_entity_lm,
     lambada_scores,
     mention_similarities,
     reads_entities,
@@ -53,8 +55,9 @@ def _gpt2e(design: str = "memory") -> GPT2EForCausalLM:
     return model.eval()
 
 
-def _reference_nll(model, rows, zero_entities=False) -> tuple[float, int]:
-    """Each document read alone, window after window, states carried by hand; summed token NLL."""
+def _reference_nll(model, rows, zero_entities=False, mentions_only=False) -> tuple[float, int]:
+    """Each document read alone, window after window, states carried by hand; summed token NLL (of the tokens whose
+    gold entity id is not 0 only, with `mentions_only`)."""
     total, count = 0.0, 0
     for document in sorted({row["document_id"] for row in rows}):
         states = None
@@ -66,11 +69,26 @@ def _reference_nll(model, rows, zero_entities=False) -> tuple[float, int]:
                 kwargs = {"entity_ids": torch.zeros_like(entity_ids) if zero_entities else entity_ids, "entity_states": states}
             with torch.no_grad():
                 output = model(input_ids, **kwargs)
-            log_probs = output.logits[0, :-1].log_softmax(-1)
-            total -= float(log_probs.gather(1, input_ids[0, 1:, None]).sum())
-            count += input_ids.shape[1] - 1
+            log_probs = output.logits[0, :-1].log_softmax(-1).gather(1, input_ids[0, 1:, None])[:, 0]
+            chosen = torch.tensor(row["entity_ids"][1:]) != 0 if mentions_only else torch.ones(len(log_probs), dtype=bool)
+            total -= float(log_probs[chosen].sum())
+            count += int(chosen.sum())
             states = getattr(output, "entity_states", None)
     return total, count
+
+
+@pytest.mark.parametrize("zero_entities", [False, True])
+def test_mention_token_sums_and_perplexities_match_reading_each_document_alone(zero_entities):
+    """The mention-token figures count the tokens whose GOLD entity id is not 0, also with the ids zeroed."""
+    model, rows = _gpt2e(), _windows()
+    sums = entity_nll_sums(model, rows, batch_size=2, use_entities=not zero_entities, progress=False)
+    total, count = _reference_nll(model, rows, zero_entities)
+    mention_total, mention_count = _reference_nll(model, rows, zero_entities, mentions_only=True)
+    assert 0 < mention_count < count and (sums.tokens, sums.mention_tokens) == (count, mention_count)
+    assert (sums.total_nll, sums.mention_nll) == pytest.approx((total, mention_total), rel=1e-5)
+    scores = evaluate_entity_lm(model, rows, batch_size=2, progress=False)
+    suffix = "_without_entities" if zero_entities else ""
+    assert scores[f"mention_perplexity{suffix}"] == pytest.approx(math.exp(mention_total / mention_count), rel=1e-5)
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
@@ -245,7 +263,7 @@ def test_generation_continues_the_prompt_as_a_window_of_its_document(design):
         torch.testing.assert_close(generated, torch.stack(by_hand.logits), rtol=0, atol=0)
         matters = states is not None or design == "memory"
         assert bool((generated - plain).abs().max() > 1e-4) == matters, (design, states is None)
-    with pytest.raises(ValueError, match="one entity id per prompt token"):
+    with pytest.raises(ValueError, match=r"entity_ids has shape \(1, 5\) but input_ids \(1, 8\)"):
         generate_with_entities(model, input_ids, entity_ids[:, :5], **options)
 
 

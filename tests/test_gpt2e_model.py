@@ -538,7 +538,7 @@ def test_left_padded_batches_generate_what_single_prompts_generate(design):
     prompts = [random_inputs(1, 7, seed=8), random_inputs(1, 4, seed=9)]
     states = random_states(2, model.config)
     input_ids = torch.full((2, 7), PAD)
-    entity_ids = torch.zeros(2, 7, dtype=torch.long)
+    entity_ids = torch.full((2, 7), 2)  # an entity id on padding too: the attention mask must keep it out
     mask = torch.zeros(2, 7, dtype=torch.long)
     for row, (ids, ents) in enumerate(prompts):
         length = ids.shape[1]
@@ -1013,6 +1013,9 @@ def test_beam_search_with_entity_ids_is_refused_by_the_memory_only():
     memory = entity_lm(entity_state="memory")
     with pytest.raises(ValueError, match="num_beams=2 with entity ids"):
         memory.generate(prompt, entity_ids=prompt_entities, num_beams=2, max_new_tokens=2, pad_token_id=PAD)
+    with pytest.raises(ValueError, match="or an entity_id_policy"):
+        memory.generate(prompt, entity_ids=torch.zeros_like(prompt), entity_id_policy=lambda ids, ents: ents[:, -1],
+                        num_beams=2, max_new_tokens=2, pad_token_id=PAD)
     memory.generate(prompt, num_beams=2, max_new_tokens=2, pad_token_id=PAD)  # no entities: nothing to reorder
     entity_lm(entity_state="paper").generate(prompt, entity_ids=prompt_entities, num_beams=2, max_new_tokens=2,
                                              pad_token_id=PAD)

@@ -88,9 +88,9 @@ def add_train_parser(models: argparse._SubParsersAction) -> None:
     )
     architecture.add_argument(
         "--preset", choices=("entity-memory", "paper"),
-        help="the design: entity-memory (default: a gated memory per entity, written and read by every mention "
-        "after a middle block) or paper (the entity attention of section 3 in every block, over the final hidden "
-        "states of earlier windows)",
+        help="the design of a fresh model: entity-memory (the default: a gated memory per entity, written and read "
+        "by every mention after a middle block) or paper (the entity attention of section 3 in every block, over "
+        "the final hidden states of earlier windows); a GPT2E --init-from checkpoint keeps its own",
     )
     architecture.add_argument("--n-layer", type=positive_int, help="Entity-Transformer blocks (default: 12)")
     architecture.add_argument("--n-embd", type=positive_int, help="hidden size (default: 768)")

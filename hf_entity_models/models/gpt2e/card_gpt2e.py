@@ -85,7 +85,8 @@ def _limitations(config: GPT2EConfig, datasets: list[str]) -> list[str]:
         return [
             "Design choices beyond the paper (entity memory): one memory after a middle block instead of an entity "
             "attention in every block (each mention reads its own entity's state, a lookup, not an attention over "
-            "positions, so it costs little: see the step-time ratio in benchmarks/RESULTS.md); states start at "
+            "positions, in one layer instead of every block: see the step-time ratio in benchmarks/RESULTS.md); "
+            "states start at "
             "zero; the states returned by `forward` keep their gradient (the document store detaches them).",
             "Generation continues a prompt as a window of its document: pass the `entity_states` of the text before "
             "it (none at the start of a document); the memory updates as the prompt and the continuation are read. "
@@ -133,8 +134,9 @@ GPT2E_MODEL_CARD = ModelCardSpec(
     limitations=_limitations,
     usage_with_package=_usage_with_package,
     usage_note=(
-        "Without entity ids every token carries the no-entity id 0 and the model computes what a GPT-2 with its "
-        "weights would. A window reads the entity states left by earlier windows: pass the `entity_states` of the "
+        "Without entity ids every token carries the no-entity id 0: the entity memory then adds nothing (the model "
+        "computes what a GPT-2 with its weights would); the paper's design still attends over the no-entity "
+        "representation. A window reads the entity states left by earlier windows: pass the `entity_states` of the "
         "text read before, as above. `pipeline(\"text-generation\")` works as for GPT-2."
     ),
 )

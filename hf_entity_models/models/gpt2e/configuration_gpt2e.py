@@ -34,8 +34,9 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
             How the entities are represented and read (preset `"entity-memory"` / `"paper"`):
 
             - `"memory"` (default): a learned entity memory after block `entity_memory_layer`. Every mention token
-              writes a gated update of its entity's state, s <- (1 - g) s + g v, with v and the scalar gate g
-              computed from a layer norm of the token's hidden state there; every mention token then reads its own
+              writes a gated update of its entity's state, s <- (1 - g) s + g v, where v is the layer norm of the
+              token's hidden state there plus that of its token embedding, and the scalar gate g is learned from v;
+              every mention token then reads its own
               entity's state, as it stands after its own update (earlier mentions of the window included), through a
               projection added to the residual stream that starts at zero. Entities carry from window to window in
               `entity_states` (zeros for a document not yet read).

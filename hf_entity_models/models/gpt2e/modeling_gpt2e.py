@@ -91,7 +91,8 @@ GPT2EModelOutput = _output_class(
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, n_embd)`):
             Hidden states after the final layer norm.
         cache (`Cache`, *optional*):
-            The key/value cache (self-attention and entity attention of every block), when `use_cache=True`. The field
+            The key/value cache (self-attention of every block, and the paper design's entity attention), when
+            `use_cache=True`. The field
             is named as the installed transformers names it: `cache` from 5.24 on, `past_key_values` before; both
             `output.cache` and `output.past_key_values` read it on every supported version.
         entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
@@ -410,8 +411,8 @@ class GPT2EPreTrainedModel(EntityHubMixin, PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
             init.zeros_(module.bias)
             if getattr(module, "_starts_at_zero", False):
-                # The entity attention's output: it adds nothing until training moves it, so a model initialised
-                # from GPT-2 weights computes exactly what GPT-2 computes.
+                # The entity attention's output, the memory's read and gate: they add nothing (gates of 1/2) until
+                # training moves them, so a model initialised from GPT-2 weights computes exactly what GPT-2 computes.
                 init.zeros_(module.weight)
 
 
@@ -472,7 +473,8 @@ class GPT2EModel(GPT2EPreTrainedModel):
                 Token ids (with a cache: only the tokens not yet in it).
             entity_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
                 The entity of every token, 1..`max_entities`, or 0 (no entity). Defaults to all 0: the model then
-                computes GPT-2 plus an entity attention over the no-entity representation.
+                computes GPT-2 (with the memory) or GPT-2 plus an entity attention over the no-entity representation
+                (the paper's design).
             entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`, *optional*):
                 The entity representations before this input, e.g. `entity_states` of the previous window of the
                 same documents (with a cache and `entity_state="memory"`: those returned for the cached tokens).
@@ -624,11 +626,12 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
     GPT2E with a language-modelling head tied to the token embeddings (Eq. 1: P(u) = softmax(h_n W_e^T)).
 
     `from_pretrained` of a saved `GPT2LMHeadModel` (or `GPT2Model`) folder maps every GPT-2 weight; the entity
-    attention starts at zero, so the loaded model computes what GPT-2 computes until it is trained.
+    memory's read (the paper design's entity attention) starts at zero, so the loaded model computes what GPT-2
+    computes until it is trained.
 
     Training over consecutive windows: pass `document_ids` (and `window_index`) instead of `entity_states`; the model
     keeps the entity states of every document in a store (one for training, one for evaluation; not saved with the
-    weights) and reads and updates them itself, so the stock `Trainer` trains with the paper's entity handling. The
+    weights) and reads and updates them itself, so the stock `Trainer` trains with the entities carried from window to window. The
     store starts a document afresh (`initial_entity_states`) at its window 0.
 
     Example:
@@ -809,10 +812,12 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         generation_config = kwargs.get("generation_config") or self.generation_config
         beams = kwargs.get("num_beams") or generation_config.num_beams or 1
         entity_ids = kwargs.get("entity_ids")
-        if self.config.entity_state == "memory" and beams > 1 and entity_ids is not None and bool(entity_ids.any()):
+        writes = kwargs.get("entity_id_policy") is not None or (entity_ids is not None and bool(entity_ids.any()))
+        if self.config.entity_state == "memory" and beams > 1 and writes:
             raise ValueError(
-                f"num_beams={beams} with entity ids: the entity memory's states are not reordered with the beams. "
-                "Use greedy search or sampling (num_beams=1) with entity ids, or beam search without them."
+                f"num_beams={beams} with entity ids (or an entity_id_policy): the entity memory's states are not "
+                "reordered with the beams. Use greedy search or sampling (num_beams=1) with entity ids, or beam "
+                "search without them."
             )
         return super().generate(*args, **kwargs)
 
@@ -928,7 +933,8 @@ def update_entity_states(
     Args:
         entity_states: `(batch, max_entities + 1, hidden)` states before the input.
         entity_ids: `(batch, length)` entity id of every token.
-        hidden_states: `(batch, length, hidden)` final hidden states.
+        hidden_states: `(batch, length, hidden)` what each token would store: the final hidden states (the paper's
+            design) or the memory's per-token states (`entity_memory_states`).
         token_mask: `(batch, length)` bool, False on padding (never a mention).
 
     Example:
@@ -981,19 +987,34 @@ def entity_memory_states(
         tensor([[[2.],
                  [5.]]])
     """
+    with torch.autocast(values.device.type, enabled=False):  # c_t - c_j cancels: keep it in float32 at least
+        return _entity_memory_states(entity_states, entity_ids, values, gate_logits, token_mask)
+
+
+def _entity_memory_states(
+    entity_states: torch.Tensor,
+    entity_ids: torch.Tensor,
+    values: torch.Tensor,
+    gate_logits: torch.Tensor,
+    token_mask: torch.Tensor,
+) -> torch.Tensor:
     length = entity_ids.shape[1]
     is_mention = token_mask & (entity_ids != NO_ENTITY)
     causal = torch.ones(length, length, dtype=torch.bool, device=entity_ids.device).tril()
     same_entity = (entity_ids.unsqueeze(2) == entity_ids.unsqueeze(1)) & causal
     same_entity = same_entity & is_mention.unsqueeze(1) & is_mention.unsqueeze(2)  # (batch, t, j): j <= t, same
-    compute_dtype = torch.promote_types(values.dtype, torch.float32)
-    log_keep = nn.functional.logsigmoid(-gate_logits.to(compute_dtype)) * is_mention  # log(1 - g_j)
-    kept = torch.matmul(same_entity.to(compute_dtype), log_keep.unsqueeze(-1))  # (batch, t, 1): c_t
+    output_dtype, compute_dtype = values.dtype, torch.promote_types(values.dtype, torch.float32)
+    gate_logits = gate_logits.to(compute_dtype)
+    log_keep = torch.where(is_mention, nn.functional.logsigmoid(-gate_logits), 0.0)  # log(1 - g_j) at mentions
+    # c_t: a running sum per entity (a cumulative sum over one-hot entities, exact), read at each token's entity.
+    per_entity = nn.functional.one_hot(entity_ids, entity_states.shape[1]).to(compute_dtype) * log_keep.unsqueeze(-1)
+    kept = per_entity.cumsum(1).gather(2, entity_ids.unsqueeze(-1))  # (batch, t, 1)
     decay = (kept - kept.transpose(1, 2)).masked_fill(~same_entity, -math.inf).exp()  # exp(c_t - c_j) on the mask
-    weights = decay * torch.sigmoid(gate_logits.to(compute_dtype)).unsqueeze(1)  # times g_j
+    weights = decay * torch.sigmoid(gate_logits).unsqueeze(1)  # times g_j
+    values = torch.where(is_mention.unsqueeze(-1), values.to(compute_dtype), 0.0)  # nothing from padding
     carried = entity_states.gather(1, entity_ids.unsqueeze(-1).expand(-1, -1, entity_states.shape[-1]))
-    states = kept.exp() * carried.to(compute_dtype) + torch.matmul(weights, values.to(compute_dtype))
-    return (states * is_mention.unsqueeze(-1)).to(values.dtype)
+    states = kept.exp() * carried.to(compute_dtype) + torch.matmul(weights, values)
+    return torch.where(is_mention.unsqueeze(-1), states, 0.0).to(output_dtype)
 
 
 def _check_not_empty(inputs: torch.Tensor) -> None:

@@ -116,6 +116,7 @@ class NLLSums:
     mention_tokens: int
 
 
+@torch.no_grad()
 def entity_nll_sums(
     model: torch.nn.Module,
     windows: Sequence[Mapping[str, Any]],
@@ -165,7 +166,7 @@ def entity_perplexity(
 ) -> float:
     """Perplexity of a causal LM over the windows of whole documents, each document read window after window.
 
-    A GPT2E model carries each document's entity states from one window to the next (starting from ones); with
+    A GPT2E model carries each document's entity states from one window to the next (from `initial_entity_states`); with
     `use_entities=False` its entity ids are all zeroed (the same model without entity information). A plain causal
     LM reads the tokens only. Every token but the first of each window is predicted; the perplexity is
     exp(total negative log-likelihood / number of predicted tokens).
@@ -264,8 +265,8 @@ class MentionSimilarities:
     Attributes:
         mention: group -> mean cosine similarity of a mention's representation with the other mentions of its entity.
         entity: group -> mean cosine similarity of a mention's representation with its entity's representation
-            (the final hidden state of the entity's last mention in an earlier window: what GPT2E's store holds when
-            it reads the mention), over mentions whose entity has one.
+            (the final hidden state of the entity's last mention in an earlier window: what the paper's design of GPT2E
+            stores when it reads the mention), over mentions whose entity has one.
         counts: group -> number of mentions scored for `mention`.
     """
 

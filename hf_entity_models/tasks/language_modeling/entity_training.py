@@ -90,7 +90,7 @@ def entity_lm_training_arguments(
         use_cpu=not torch.cuda.is_available(),
         # Pinned memory only speeds up copies to a GPU; on a CPU-only machine the DataLoader just warns about it.
         dataloader_pin_memory=torch.cuda.is_available(),
-        # Every weight of a causal LM (GPT2E's entity attention included) takes part in every step: spare DDP the
+        # Every weight of a causal LM (GPT2E's entity memory or attention included) takes part in every step: spare DDP the
         # search for unused parameters (and its warning).
         ddp_find_unused_parameters=False,
         # The loss is summed over each process's tokens and divided by the count over ALL processes: the gradient of
