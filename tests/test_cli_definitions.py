@@ -82,3 +82,17 @@ def test_a_task_text_file_that_is_not_text_is_named_in_one_line(inputs, tmp_path
     line = error_line(err, "definitions")
     assert str(binary) in line and "UTF-8" in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_training_builds_prompts_only_for_the_definitions_its_steps_read():
+    import argparse
+
+    from datasets import Dataset
+
+    from hf_entity_models.cli.embeddings import _training_definitions
+
+    definitions = Dataset.from_dict({"word": [f"w{index}" for index in range(10)]})
+    chosen = _training_definitions(argparse.Namespace(max_steps=2, batch_size=3, seed=0), definitions)
+    again = _training_definitions(argparse.Namespace(max_steps=2, batch_size=3, seed=0), definitions)
+    assert len(chosen) == 6 and chosen["word"] == again["word"] and set(chosen["word"]) <= set(definitions["word"])
+    assert _training_definitions(argparse.Namespace(max_steps=4, batch_size=3, seed=0), definitions) is definitions

@@ -89,6 +89,26 @@ def test_requested_tokens_only_and_padding_does_not_change_an_embedding():
     torch.testing.assert_close(alone.as_dict()[dog], batched.as_dict()[dog], rtol=1e-5, atol=1e-6)
 
 
+def test_requested_tokens_build_only_the_first_definition_naming_each_and_read_the_same_vectors(monkeypatch):
+    """With token_ids, only the definitions that are the first to name a requested token become prompts; the
+    vectors equal those read from every prompt built up front."""
+    import hf_entity_models.tasks.embeddings.definitions as definitions_module
+
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+    cat, dog = tokenizer.convert_tokens_to_ids(["cat", "dog"])
+    every_prompt = definitions_module.definition_prompt_dataset(definitions_dataset(), tokenizer)
+    expected = compute_definition_embeddings(reader, tokenizer, every_prompt, token_ids=[cat, dog], show_progress=False)
+    built = []
+    original = definitions_module.definition_prompt_dataset
+    monkeypatch.setattr(definitions_module, "definition_prompt_dataset",
+                        lambda rows, *args, **kwargs: built.append(list(rows["word"])) or original(rows, *args, **kwargs))
+    got = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), token_ids=[cat, dog],
+                                        show_progress=False)
+    assert built == [["cat", "dog"]]  # not the second "cat", not "happy"
+    assert got.token_ids.tolist() == expected.token_ids.tolist() == [cat, dog]
+    torch.testing.assert_close(got.embeddings, expected.embeddings, rtol=0, atol=0)
+
+
 def test_encoder_decoder_reader_reads_the_decoder_state_before_each_slot_token():
     tokenizer, reader = bart_tokenizer(), bart_reader()
     found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)

@@ -179,7 +179,7 @@ def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definiti
 
     reader = DefinitionEmbModel.from_pretrained_model(model, reader_type=args.reader_type)
     reader.config.base_model_name_or_path = args.model
-    prompts = definition_prompt_dataset(definitions, tokenizer)
+    prompts = definition_prompt_dataset(_training_definitions(args, definitions), tokenizer)
     # The Trainer saves nothing (save_strategy "no") but creates its folder: a temporary one leaves none behind.
     with trainer_folder(None) as trainer_dir:
         training_arguments = definition_training_arguments(
@@ -189,3 +189,14 @@ def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definiti
         trainer = build_definition_trainer(reader, tokenizer, prompts, args=training_arguments, seed=args.seed)
         trainer.train()
     return reader
+
+
+def _training_definitions(args: argparse.Namespace, definitions: Any) -> Any:
+    """The definitions training reads: --max-steps x --batch-size per process, drawn at random with --seed, so that
+    only those are built into prompts (building all of WordNet's takes minutes, a few hundred take a second)."""
+    from ..training.distributed import process_rank_and_count
+
+    needed = args.max_steps * args.batch_size * process_rank_and_count()[1]
+    if needed >= len(definitions):
+        return definitions
+    return definitions.shuffle(seed=args.seed).select(range(needed))

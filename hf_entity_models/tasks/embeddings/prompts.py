@@ -51,6 +51,7 @@ __all__ = [
     "masked_one_at_a_time",
     "random_replacement_ids",
     "sentinel_token_ids",
+    "slot_token_ids",
     "tokenizer_convention",
     "word_forms",
 ]
@@ -521,6 +522,23 @@ def build_definition_prompt(
         'and uppercase are noun, cat, Cat, and CAT, respectively.'
     """
     return _PromptBuilder(tokenizer).build([definition], max_length)[0][0]
+
+
+def slot_token_ids(tokenizer: Any, words: Sequence[str]) -> list[set[int]]:
+    """The token ids each word's prompt holds in its word slots (its four forms), for many words at once, without
+    tokenizing any definition: what decides whether a definition names a token.
+
+    Example:
+        >>> slot_token_ids(tokenizer, ["discomfort"])  # doctest: +SKIP
+        [{4933, 8952, 2004, ...}]
+    """
+    builder = _PromptBuilder(tokenizer)
+    texts = [builder._form_texts(word) for word in words]
+    encoded = builder.encode([text for forms in texts for text in forms])
+    return [
+        {token for ids in builder._forms_from_encoded(word, encoded[index : index + NUM_WORD_SLOTS]).values() for token in ids}
+        for word, index in zip(words, range(0, len(encoded), NUM_WORD_SLOTS))
+    ]
 
 
 def build_definition_prompts(

@@ -129,8 +129,10 @@ def compute_definition_embeddings(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    prompts = _prompt_dataset(definitions, tokenizer, _reader_max_length(definition_model, tokenizer))
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
+    if token_ids is not None:
+        definitions = _definitions_naming(definitions, tokenizer, wanted)
+    prompts = _prompt_dataset(definitions, tokenizer, _reader_max_length(definition_model, tokenizer))
     reader_type = definition_model.config.reader_type
     if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
         raise ValueError(
@@ -200,6 +202,26 @@ def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None):
         "read_wordnet_glosses or load_definitions) or with the prompt columns input_ids, corruption_spans, word; "
         f"got {type(definitions).__name__} with columns {sorted(columns)}."
     )
+
+
+def _definitions_naming(definitions: Any, tokenizer: Any, wanted: set[int], batch_size: int = 2000) -> Any:
+    """The raw definitions that are the FIRST to hold some wanted token in a word slot, in their order: the only
+    ones whose embeddings are read (a token takes the first definition that names it), so the only ones built into
+    prompts (tokenizing all of WordNet's definitions takes minutes; their words alone, seconds)."""
+    from .prompts import slot_token_ids
+
+    columns = set(getattr(definitions, "column_names", None) or [])
+    if "definition" not in columns or "word" not in columns:
+        return definitions  # prompts already built (or not a dataset: _prompt_dataset says what is wrong)
+    words, unnamed, kept = definitions["word"], set(wanted), []
+    for start in range(0, len(words), batch_size):
+        for index, slots in enumerate(slot_token_ids(tokenizer, words[start : start + batch_size]), start):
+            if slots & unnamed:
+                kept.append(index)
+                unnamed -= slots
+        if not unnamed:
+            break
+    return definitions.select(kept)
 
 
 def _wanted_tokens(tokenizer: Any, definition_model: PreTrainedModel, token_ids: Iterable[int] | None) -> set[int]:
