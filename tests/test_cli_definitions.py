@@ -96,3 +96,43 @@ def test_training_builds_prompts_only_for_the_definitions_its_steps_read():
     again = _training_definitions(argparse.Namespace(max_steps=2, batch_size=3, seed=0), definitions)
     assert len(chosen) == 6 and chosen["word"] == again["word"] and set(chosen["word"]) <= set(definitions["word"])
     assert _training_definitions(argparse.Namespace(max_steps=4, batch_size=3, seed=0), definitions) is definitions
+
+
+GATE_WORDS = ["cat", "dog", "happy", "mat", "zebra", "sat", "barked", "small", "feline", "animal", "canine", "pleasure"]
+
+
+@pytest.fixture(scope="module")
+def gate_inputs(inputs, tmp_path_factory) -> Path:
+    """A PLM whose embedding rows share a large common direction (so the mean embedding points close to every row),
+    a reader that predicts the zero vector for every token (a reader that learned nothing), and twelve definitions."""
+    from hf_entity_models import DefinitionEmbModel
+
+    folder = tmp_path_factory.mktemp("gate")
+    model = BertModel.from_pretrained(inputs / "plm")
+    with torch.no_grad():
+        model.get_input_embeddings().weight.add_(0.5)
+    model.save_pretrained(folder / "plm")
+    tokenizer = wordpiece_tokenizer()
+    tokenizer.save_pretrained(folder / "plm")
+    reader = DefinitionEmbModel.from_pretrained_model(model)
+    with torch.no_grad():
+        reader.embedding_projection.weight.zero_()
+    reader.save_pretrained(folder / "reader")
+    rows = "".join(f"{word}\tnoun\tthe word {word} as a definition\n" for word in GATE_WORDS)
+    (folder / "definitions.tsv").write_text(HEADER + rows)
+    return folder
+
+
+def test_a_reader_that_does_not_beat_the_mean_embedding_is_refused_in_one_line(inputs, gate_inputs, tmp_path, capsys):
+    command = ["definitions", gate_inputs / "plm", "--definitions", gate_inputs / "definitions.tsv", "--task-texts",
+               inputs / "task.txt", "--reader", gate_inputs / "reader", "--alpha", 100, "--no-number-words"]
+    status, _, err = run_cli(capsys, *command, "--output-dir", tmp_path / "refused")
+    line = error_line(err, "definitions")
+    assert status == 1 and "error: nothing written: on " in line and "against" in line and "--allow-worse" in line
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    status, out, err = run_cli(capsys, *command, "--allow-worse", "--output-dir", tmp_path / "written")
+    assert status == 0, err
+    held_out = json.loads(out.strip().splitlines()[-1])["held_out"]
+    assert held_out["tokens"] >= 1 and held_out["beats_mean_vector"] is False
+    assert held_out["reader_cosine"] == 0.0 < held_out["mean_vector_cosine"]
+    assert "Held-out check" in (tmp_path / "written" / "README.md").read_text()

@@ -109,6 +109,37 @@ def test_requested_tokens_build_only_the_first_definition_naming_each_and_read_t
     torch.testing.assert_close(got.embeddings, expected.embeddings, rtol=0, atol=0)
 
 
+def test_the_held_out_comparison_by_hand():
+    """Cosine and MSE of the reader's vectors and of the mean embedding (over the non-special rows) against the true
+    rows, on the slot tokens of the held-out definitions that no training definition named."""
+    from hf_entity_models.tasks.embeddings.quality import held_out_comparison, training_targets
+
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+    embeddings = torch.randn(len(tokenizer), reader.config.embedding_size, generator=torch.Generator().manual_seed(0))
+    trained, held_out = definitions_dataset().select([0]), definitions_dataset().select([1, 3])  # "cat"; dog, happy
+    trained_tokens = training_targets(tokenizer, trained)
+    assert tokenizer.convert_tokens_to_ids("cat") in trained_tokens
+    comparison = held_out_comparison(reader, tokenizer, embeddings, held_out, trained_tokens)
+    expected_tokens = sorted(training_targets(tokenizer, held_out) - trained_tokens - set(tokenizer.all_special_ids))
+    found = compute_definition_embeddings(reader, tokenizer, held_out, token_ids=expected_tokens, show_progress=False)
+    assert comparison.tokens == len(expected_tokens) == len(found.token_ids) > 0
+    regular = [row for row in range(len(tokenizer)) if row not in set(tokenizer.all_special_ids)]
+    mean = embeddings[regular].mean(0)
+    cosines, mean_cosines, errors, mean_errors = [], [], [], []
+    for token, vector in found.as_dict().items():
+        truth = embeddings[token]
+        cosines.append(float(vector @ truth / (vector.norm() * truth.norm())))
+        mean_cosines.append(float(mean @ truth / (mean.norm() * truth.norm())))
+        errors.append(float((vector - truth).pow(2).mean()))
+        mean_errors.append(float((mean - truth).pow(2).mean()))
+    average = lambda values: sum(values) / len(values)  # noqa: E731
+    assert comparison.reader_cosine == pytest.approx(average(cosines), abs=1e-5)
+    assert comparison.mean_vector_cosine == pytest.approx(average(mean_cosines), abs=1e-5)
+    assert comparison.reader_mse == pytest.approx(average(errors), rel=1e-5)
+    assert comparison.mean_vector_mse == pytest.approx(average(mean_errors), rel=1e-5)
+    assert comparison.beats_mean == (comparison.reader_cosine > comparison.mean_vector_cosine)
+
+
 def test_encoder_decoder_reader_reads_the_decoder_state_before_each_slot_token():
     tokenizer, reader = bart_tokenizer(), bart_reader()
     found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)

@@ -13,6 +13,7 @@ from .common import CliError, add_overwrite_option, add_threads_option, positive
 
 DEFAULT_READER_STEPS = 1000
 DEFAULT_ALPHA = 5.0
+DEFAULT_HELD_OUT = 300
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -54,6 +55,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     reader.add_argument("--batch-size", type=positive_int, default=32, help="definitions per step (default: 32)")
     reader.add_argument("--learning-rate", type=float, default=1e-4, help="peak learning rate (default: 1e-4)")
     reader.add_argument("--seed", type=int, default=0, help="seed of training and corruption (default: 0)")
+    reader.add_argument(
+        "--held-out", type=positive_int, default=DEFAULT_HELD_OUT,
+        help=f"definitions set aside (never trained on) to compare the reader with the mean embedding before "
+        f"anything is written (default: {DEFAULT_HELD_OUT}, at most a fifth of the definitions)",
+    )
+    reader.add_argument(
+        "--allow-worse", action="store_true",
+        help="write the checkpoint even when the reader does not beat the mean embedding on the held-out words",
+    )
     replacement = parser.add_argument_group("replacement")
     replacement.add_argument(
         "--alpha", type=float, default=DEFAULT_ALPHA,
@@ -93,6 +103,7 @@ def run_definitions(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(args.model)
     definitions = _with_number_words(args, definitions, tokenizer)
     model = AutoModel.from_pretrained(args.model)
+    definitions, held_out = _held_out_split(args, definitions)
     if args.reader is not None:
         reader = DefinitionEmbModel.from_pretrained(args.reader)
         if args.reader_type is not None and args.reader_type != reader.config.reader_type:
@@ -102,6 +113,7 @@ def run_definitions(args: argparse.Namespace) -> int:
     with main_process_work() as is_main:
         if not is_main:
             return 0
+        comparison = _held_out_gate(args, reader, tokenizer, model, definitions, held_out)
         if args.reader is None:
             reader.save_pretrained(output_dir / "definition-reader")
             tokenizer.save_pretrained(output_dir / "definition-reader")
@@ -110,6 +122,9 @@ def run_definitions(args: argparse.Namespace) -> int:
             appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
             definitions_description=args.definitions,
         )
+        if comparison is not None:
+            result.held_out = comparison.summary()
+            model.config.definition_embeddings = result.summary()
         result.save_pretrained(output_dir)
         print(json.dumps({"output_dir": str(output_dir), **result.summary()}))
     return 0
@@ -200,3 +215,33 @@ def _training_definitions(args: argparse.Namespace, definitions: Any) -> Any:
     if needed >= len(definitions):
         return definitions
     return definitions.shuffle(seed=args.seed).select(range(needed))
+
+
+def _held_out_split(args: argparse.Namespace, definitions: Any) -> tuple[Any, Any]:
+    """(definitions to train on, definitions set aside for the quality gate); none set aside when there are fewer
+    than 5 definitions."""
+    from ..tasks.embeddings.definitions import split_definitions
+
+    count = min(args.held_out, len(definitions) // 5)
+    if count == 0:
+        return definitions, None
+    parts = split_definitions(definitions, validation_size=count, seed=args.seed)
+    return parts["train"], parts["validation"]
+
+
+def _held_out_gate(args: argparse.Namespace, reader: Any, tokenizer: Any, model: Any, trained: Any, held_out: Any) -> Any:
+    """Compare the reader with the mean embedding on the held-out definitions; refuse to go on (in one line) when it
+    does not beat it, unless --allow-worse."""
+    from ..tasks.embeddings.quality import held_out_comparison, training_targets
+
+    if held_out is None:
+        print("no definitions set aside (fewer than 5): the reader is not compared with the mean embedding")
+        return None
+    trained_tokens = training_targets(tokenizer, _training_definitions(args, trained)) if args.reader is None else ()
+    comparison = held_out_comparison(reader, tokenizer, model.get_input_embeddings().weight, held_out, trained_tokens)
+    if not comparison.beats_mean and not args.allow_worse:
+        raise CliError(
+            f"nothing written: {comparison.describe()}, so the reader would write rows no better than the mean "
+            "embedding; train it longer (--max-steps) or pass --allow-worse to write them anyway."
+        )
+    return comparison

@@ -307,6 +307,8 @@ class DefinitionEmbeddingReplacement:
         task_tokens_without_definition: Tokens of V_task that no definition names (never replaced, footnote 7).
         definition_model: Name or path of the definition reader, when known.
         definitions: What the definitions were (free text, for the card).
+        held_out: The reader against the mean embedding on held-out words (`HeldOutComparison.summary()`), when
+            it was checked.
     """
 
     model: PreTrainedModel
@@ -321,6 +323,7 @@ class DefinitionEmbeddingReplacement:
     definition_model: str | None = None
     definitions: str | None = None
     seed: int | None = None
+    held_out: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """What was replaced, as stored in the saved config (`definition_embeddings`) and in the card."""
@@ -335,6 +338,7 @@ class DefinitionEmbeddingReplacement:
             "definition_model": self.definition_model,
             "definitions": self.definitions,
             "seed": self.seed,
+            **({"held_out": self.held_out} if self.held_out is not None else {}),
         }
 
     def model_card(self, model_location: str | None = None) -> ModelCard:
@@ -406,7 +410,8 @@ in the index range that holds that many task tokens (Appendix M){% endif %} |
 definition (never replaced) |
 | Definition reader | {{ definition_model or "not recorded" }} |
 | Definitions | {{ definitions or "not recorded" }} |
-
+{% if held_out %}| Held-out check | on {{ held_out.tokens }} tokens of definitions the reader never trained on: cosine {{ "%.3f" % held_out.reader_cosine }} with the true rows against {{ "%.3f" % held_out.mean_vector_cosine }} for the mean embedding (MSE {{ "%.4f" % held_out.reader_mse }} against {{ "%.4f" % held_out.mean_vector_mse }}) |
+{% endif %}
 ## How to use
 
 ```python

@@ -1,0 +1,113 @@
+"""The quality gate of DefinitionEMB: does a definition reader rebuild embeddings better than the mean vector, on
+words it never trained on?
+
+The mean of the model's token embeddings is what a reader that learned nothing converges to under an MSE loss (every
+prediction pulled to the mean), and writing it into rows wrecks them. `held_out_comparison` reads held-out
+definitions exactly as the replacement does (`compute_definition_embeddings`) for the tokens that no training
+definition named, and compares the predictions and the mean vector with the true rows; `HeldOutComparison.beats_mean`
+is the gate the `definitions` command applies before it writes a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from .replacement import compute_definition_embeddings
+
+__all__ = ["HeldOutComparison", "held_out_comparison", "training_targets"]
+
+
+@dataclass(frozen=True)
+class HeldOutComparison:
+    """Cosine and mean squared error of the reader's predictions and of the mean vector against the true rows.
+
+    Attributes:
+        tokens: How many held-out tokens were compared (each named by a held-out definition, by no training one).
+        reader_cosine: Mean cosine similarity between the reader's prediction and the true row.
+        mean_vector_cosine: Mean cosine similarity between the mean embedding and the true row.
+        reader_mse: Mean squared error (per coordinate) of the reader's predictions.
+        mean_vector_mse: Mean squared error of the mean embedding.
+    """
+
+    tokens: int
+    reader_cosine: float
+    mean_vector_cosine: float
+    reader_mse: float
+    mean_vector_mse: float
+
+    @property
+    def beats_mean(self) -> bool:
+        """The reader points closer to the true rows than the mean vector does (cosine: the rows are written with
+        their own norms, so the direction is what the reader contributes)."""
+        return self.tokens > 0 and self.reader_cosine > self.mean_vector_cosine
+
+    def describe(self) -> str:
+        return (
+            f"on {self.tokens} tokens of the held-out definitions the reader's "
+            f"predictions have cosine {self.reader_cosine:.3f} with the true embeddings against "
+            f"{self.mean_vector_cosine:.3f} for the mean embedding (MSE {self.reader_mse:.4f} against "
+            f"{self.mean_vector_mse:.4f})"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {**asdict(self), "beats_mean_vector": self.beats_mean}
+
+
+def training_targets(tokenizer: Any, definitions: Any) -> set[int]:
+    """Every token a training definition holds in a word slot: what the reader was trained to rebuild."""
+    from .prompts import slot_token_ids
+
+    words = list(definitions["word"])
+    return {token for slots in slot_token_ids(tokenizer, words) for token in slots} if words else set()
+
+
+def held_out_comparison(
+    definition_model: Any,
+    tokenizer: Any,
+    embeddings: torch.Tensor,
+    held_out_definitions: Any,
+    trained_tokens: Iterable[int] = (),
+    batch_size: int = 64,
+    show_progress: bool = False,
+) -> HeldOutComparison:
+    """Compare the reader with the mean vector on the slot tokens of `held_out_definitions` outside `trained_tokens`.
+
+    Args:
+        definition_model: A trained `DefinitionEmbModel`.
+        tokenizer: The tokenizer of the model whose embeddings are rebuilt.
+        embeddings: `(vocab_size, width)` the model's token embeddings (the rows the reader learned to rebuild).
+        held_out_definitions: Definitions (word, part_of_speech, definition) the reader did not train on.
+        trained_tokens: Tokens named by the training definitions (`training_targets`): left out of the comparison.
+
+    Example:
+        >>> comparison = held_out_comparison(reader, tokenizer, model.get_input_embeddings().weight, held_out,
+        ...                                  training_targets(tokenizer, trained))  # doctest: +SKIP
+        >>> comparison.beats_mean  # doctest: +SKIP
+        True
+    """
+    special = set(tokenizer.all_special_ids)
+    candidates = training_targets(tokenizer, held_out_definitions) - set(trained_tokens) - special
+    candidates = {token for token in candidates if token < embeddings.shape[0]}
+    if not candidates:
+        return HeldOutComparison(0, float("nan"), float("nan"), float("nan"), float("nan"))
+    found = compute_definition_embeddings(
+        definition_model, tokenizer, held_out_definitions, token_ids=sorted(candidates), batch_size=batch_size,
+        show_progress=show_progress,
+    )
+    weights = embeddings.detach().float().cpu()
+    regular = torch.tensor(sorted(set(range(weights.shape[0])) - special))
+    mean = weights[regular].mean(0)
+    truth = weights[found.token_ids]
+    predicted = found.embeddings.float().cpu()
+    cosine = torch.nn.functional.cosine_similarity
+    return HeldOutComparison(
+        tokens=len(found.token_ids),
+        reader_cosine=float(cosine(predicted, truth, dim=-1).mean()),
+        mean_vector_cosine=float(cosine(mean.expand_as(truth), truth, dim=-1).mean()),
+        reader_mse=float((predicted - truth).pow(2).mean()),
+        mean_vector_mse=float((mean - truth).pow(2).mean()),
+    )
