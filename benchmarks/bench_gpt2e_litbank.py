@@ -87,6 +87,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", default="runs/bench-gpt2e-litbank")
     parser.add_argument("--results", default=None, help="JSON output (default benchmarks/results/gpt2e_litbank.json)")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, results to gpt2e_litbank_quick.json")
+    parser.add_argument(
+        "--merge", nargs="+", metavar="JSON",
+        help="no training: merge the records of runs of single seeds (same arguments otherwise) into --results",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.window_length, args.n_layer, args.n_embd, args.n_head = 128, 2, 64, 2
@@ -227,8 +231,26 @@ def step_time_ratio(gpt2, gpt2e, tokenizer, windows, args) -> dict:
     }
 
 
+def merge_records(paths: list[str], output: str) -> dict:
+    """One record of several single-seed runs (e.g. seeds run side by side, one per core), with the summary over
+    all their seeds."""
+    records = [json.loads(Path(path).read_text()) for path in paths]
+    merged = {**records[0], "runs": {}, "merged_from": {path: record["command"] for path, record in zip(paths, records)}}
+    for record in records:
+        overlap = set(merged["runs"]) & set(record["runs"])
+        if overlap:
+            raise ValueError(f"seed(s) {sorted(overlap)} appear in more than one of {paths}.")
+        merged["runs"].update(record["runs"])
+    merged["summary"] = summary(merged["runs"])
+    Path(output).write_text(json.dumps(merged, indent=2))
+    return merged
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.merge:
+        print(json.dumps(merge_records(args.merge, args.results)["summary"], indent=2))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()

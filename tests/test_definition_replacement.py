@@ -293,7 +293,7 @@ def test_inplace_modifies_the_given_model():
     torch.testing.assert_close(model.get_input_embeddings().weight[token].detach(), found.as_dict()[token])
 
 
-def test_a_definition_model_reads_only_the_task_tokens(monkeypatch):
+def test_a_definition_model_reads_only_the_task_tokens_it_writes(monkeypatch):
     model, tokenizer = tiny_bert()
     reader = bert_reader()
     requested = []
@@ -310,7 +310,14 @@ def test_a_definition_model_reads_only_the_task_tokens(monkeypatch):
     names = set(tokenizer.convert_ids_to_tokens(result.replaced_token_ids))
     assert {"cat", "dog", "happy"} <= names
     assert set(result.replaced_token_ids) <= set(task_token_ids(tokenizer))
-    assert requested == [set(task_token_ids(tokenizer))]
+    assert requested == [set(result.replaced_token_ids)]  # task tokens that no definition names are not read
+    # With a budget of one row, one token is read: the task token of the largest index that a definition names.
+    requested.clear()
+    one_row = apply_definition_embeddings(model, tokenizer, reader, TASK_TEXTS, alpha=150 / len(tokenizer),
+                                          definitions=definitions_dataset(), show_progress=False)
+    assert requested == [set(one_row.replaced_token_ids)] and one_row.replaced_token_ids == [max(names_ids := [
+        token for token in result.replaced_token_ids])] and len(names_ids) > 1
+    assert one_row.task_tokens_without_definition == result.task_tokens_without_definition
 
 
 @pytest.mark.parametrize(

@@ -132,6 +132,10 @@ def compute_definition_embeddings(
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
     if token_ids is not None:
         definitions = _definitions_naming(definitions, tokenizer, wanted)
+        if len(definitions) == 0:  # no definition names a wanted token
+            return TokenDefinitionEmbeddings(
+                torch.empty(0, dtype=torch.long), torch.empty(0, definition_model.config.embedding_size), []
+            )
     prompts = _prompt_dataset(definitions, tokenizer, _reader_max_length(definition_model, tokenizer))
     reader_type = definition_model.config.reader_type
     if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
@@ -222,6 +226,13 @@ def _definitions_naming(definitions: Any, tokenizer: Any, wanted: set[int], batc
         if not unnamed:
             break
     return definitions.select(kept)
+
+
+def _slot_tokens(definitions: Any, tokenizer: Any) -> set[int]:
+    """Every token the raw definitions' prompts hold in a word slot."""
+    from .prompts import slot_token_ids
+
+    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"])) for token in slots}
 
 
 def _wanted_tokens(tokenizer: Any, definition_model: PreTrainedModel, token_ids: Iterable[int] | None) -> set[int]:
@@ -541,16 +552,22 @@ def apply_definition_embeddings(
             "model's own tokenizer."
         )
     budget = replacement_budget(alpha, vocabulary_size, len(task_vocabulary))
-    found = _definition_embeddings(
-        definition_model, tokenizer, definitions, task_vocabulary if appearing_only else None, show_progress
-    )
+    ranked = _ranked_tokens(strategy, task_vocabulary, vocabulary_size, seed)
+    wanted: Iterable[int] | None = task_vocabulary if appearing_only else None
+    named = None  # the task tokens some definition names, when known before reading
+    raw_definitions = "definition" in (getattr(definitions, "column_names", None) or [])
+    if appearing_only and raw_definitions and isinstance(definition_model, PreTrainedModel):
+        # Read only what is written: the `budget` best-ranked task tokens that some definition names.
+        definitions = _definitions_naming(definitions, tokenizer, task_vocabulary)
+        named = _slot_tokens(definitions, tokenizer) & task_vocabulary
+        wanted = [token for token in ranked if token in named][:budget]
+    found = _definition_embeddings(definition_model, tokenizer, definitions, wanted, show_progress)
     if found.embeddings.shape[1] != width:
         raise ValueError(
             f"The definition embeddings are {found.embeddings.shape[1]} wide but the model's token embeddings are "
             f"{width} wide: train the definition reader for this model (DefinitionEmbModel.from_pretrained_model)."
         )
     vectors = found.as_dict()
-    ranked = _ranked_tokens(strategy, task_vocabulary, vocabulary_size, seed)
     defined_task_tokens = [token for token in ranked if token in vectors]
     if appearing_only:
         replaced = defined_task_tokens[:budget]
@@ -567,7 +584,7 @@ def apply_definition_embeddings(
         appearing_only=appearing_only,
         vocabulary_size=vocabulary_size,
         task_vocabulary_size=len(task_vocabulary),
-        task_tokens_without_definition=len(task_vocabulary) - len(defined_task_tokens),
+        task_tokens_without_definition=len(task_vocabulary) - len(named if named is not None else defined_task_tokens),
         definition_model=_reader_name(definition_model),
         definitions=definitions_description,
         seed=seed if strategy == "random" else None,
