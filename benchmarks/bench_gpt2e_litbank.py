@@ -182,6 +182,19 @@ def evaluate(gpt2, gpt2e, splits, lambada, tokenizer, args) -> dict:
     return scores
 
 
+def fit_lambada_to_window(examples: list[dict], window: int) -> tuple[list[dict], int]:
+    """LAMBADA passages whose context and target exceed the models' window keep the last tokens of their context
+    (the target word is never cut); returns the examples and how many were shortened so."""
+    fitted, truncated = [], 0
+    for example in examples:
+        room = window - len(example["target_ids"])
+        if room < 1:
+            raise ValueError(f"A LAMBADA target of {len(example['target_ids'])} tokens does not fit a window of {window}.")
+        truncated += len(example["context_ids"]) > room
+        fitted.append({**example, "context_ids": example["context_ids"][-room:]})
+    return fitted, truncated
+
+
 def step_time_ratio(gpt2, gpt2e, tokenizer, windows, args) -> dict:
     """GPT2E / GPT-2 train-step time on the same batches, the two alternating (order swapped every other batch)."""
     ordered = order_windows_for_streams(windows, args.batch_size)
@@ -261,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     max_entities = max(max(splits[split]["num_entities"]) for split in splits)
     texts = read_lambada(DATA / "lambada" / "lambada_test.jsonl")
     lambada = lambada_examples(texts[: args.lambada_examples] if args.lambada_examples else texts, tokenizer)
+    lambada, lambada_truncated = fit_lambada_to_window(lambada, args.window_length)
     record = {
         "command": "python benchmarks/bench_gpt2e_litbank.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine(),
@@ -270,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
             for split, dataset in splits.items()
         },
         "max_entities_per_book": max_entities,
+        "lambada_contexts_truncated_to_the_window": lambada_truncated,
         "runs": {},
     }
     for seed in args.seeds:
