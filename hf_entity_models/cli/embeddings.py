@@ -104,16 +104,17 @@ def run_definitions(args: argparse.Namespace) -> int:
     definitions = _with_number_words(args, definitions, tokenizer)
     model = AutoModel.from_pretrained(args.model)
     definitions, held_out = _held_out_split(args, definitions)
+    training = _training_definitions(args, definitions) if args.reader is None else None
     if args.reader is not None:
         reader = DefinitionEmbModel.from_pretrained(args.reader)
         if args.reader_type is not None and args.reader_type != reader.config.reader_type:
             raise CliError(f"--reader {args.reader} is an {reader.config.reader_type} reader, not {args.reader_type}.")
     else:
-        reader = _train_reader(args, model, tokenizer, definitions)
+        reader = _train_reader(args, model, tokenizer, training)
     with main_process_work() as is_main:
         if not is_main:
             return 0
-        comparison = _held_out_gate(args, reader, tokenizer, model, definitions, held_out)
+        comparison = _held_out_gate(args, reader, tokenizer, model, training, held_out)
         if args.reader is None:
             reader.save_pretrained(output_dir / "definition-reader")
             tokenizer.save_pretrained(output_dir / "definition-reader")
@@ -186,7 +187,8 @@ def _task_texts(args: argparse.Namespace) -> list[str]:
 
 
 def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definitions: Any) -> Any:
-    """A DefinitionEMB reader for `model`, trained with the stock Trainer on the definitions' prompts."""
+    """A DefinitionEMB reader for `model`, trained with the stock Trainer on the prompts of `definitions` (exactly
+    those its steps read: `_training_definitions`)."""
     from ..models.definition_emb import DefinitionEmbModel
     from ..tasks.embeddings.definitions import definition_prompt_dataset
     from ..tasks.embeddings.training import build_definition_trainer, definition_training_arguments
@@ -194,7 +196,7 @@ def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definiti
 
     reader = DefinitionEmbModel.from_pretrained_model(model, reader_type=args.reader_type)
     reader.config.base_model_name_or_path = args.model
-    prompts = definition_prompt_dataset(_training_definitions(args, definitions), tokenizer)
+    prompts = definition_prompt_dataset(definitions, tokenizer)
     # The Trainer saves nothing (save_strategy "no") but creates its folder: a temporary one leaves none behind.
     with trainer_folder(None) as trainer_dir:
         training_arguments = definition_training_arguments(
@@ -230,14 +232,15 @@ def _held_out_split(args: argparse.Namespace, definitions: Any) -> tuple[Any, An
 
 
 def _held_out_gate(args: argparse.Namespace, reader: Any, tokenizer: Any, model: Any, trained: Any, held_out: Any) -> Any:
-    """Compare the reader with the mean embedding on the held-out definitions; refuse to go on (in one line) when it
-    does not beat it, unless --allow-worse."""
+    """Compare the reader with the mean embedding on the held-out definitions, leaving out what the `trained`
+    definitions named (None: a --reader trained elsewhere); refuse to go on (in one line) when it does not beat it,
+    unless --allow-worse."""
     from ..tasks.embeddings.quality import held_out_comparison, training_targets
 
     if held_out is None:
         print("no definitions set aside (fewer than 5): the reader is not compared with the mean embedding")
         return None
-    trained_tokens = training_targets(tokenizer, _training_definitions(args, trained)) if args.reader is None else ()
+    trained_tokens = training_targets(tokenizer, trained) if trained is not None else ()
     comparison = held_out_comparison(reader, tokenizer, model.get_input_embeddings().weight, held_out, trained_tokens)
     if not comparison.beats_mean and not args.allow_worse:
         raise CliError(

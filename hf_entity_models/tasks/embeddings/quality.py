@@ -61,8 +61,7 @@ def training_targets(tokenizer: Any, definitions: Any) -> set[int]:
     """Every token a training definition holds in a word slot: what the reader was trained to rebuild."""
     from .prompts import slot_token_ids
 
-    words = list(definitions["word"])
-    return {token for slots in slot_token_ids(tokenizer, words) for token in slots} if words else set()
+    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"])) for token in slots}
 
 
 def held_out_comparison(

@@ -131,7 +131,7 @@ def compute_definition_embeddings(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
     if token_ids is not None:
-        definitions = _definitions_naming(definitions, tokenizer, wanted)
+        definitions, _ = _definitions_naming(definitions, tokenizer, wanted)
         if len(definitions) == 0:  # no definition names a wanted token
             return TokenDefinitionEmbeddings(
                 torch.empty(0, dtype=torch.long), torch.empty(0, definition_model.config.embedding_size), []
@@ -208,15 +208,18 @@ def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None):
     )
 
 
-def _definitions_naming(definitions: Any, tokenizer: Any, wanted: set[int], batch_size: int = 2000) -> Any:
+def _definitions_naming(
+    definitions: Any, tokenizer: Any, wanted: set[int], batch_size: int = 2000
+) -> tuple[Any, set[int] | None]:
     """The raw definitions that are the FIRST to hold some wanted token in a word slot, in their order: the only
     ones whose embeddings are read (a token takes the first definition that names it), so the only ones built into
-    prompts (tokenizing all of WordNet's definitions takes minutes; their words alone, seconds)."""
+    prompts (tokenizing all of WordNet's definitions takes minutes; their words alone, seconds). Also the wanted
+    tokens they name (None for prompts already built)."""
     from .prompts import slot_token_ids
 
     columns = set(getattr(definitions, "column_names", None) or [])
     if "definition" not in columns or "word" not in columns:
-        return definitions  # prompts already built (or not a dataset: _prompt_dataset says what is wrong)
+        return definitions, None  # prompts already built (or not a dataset: _prompt_dataset says what is wrong)
     words, unnamed, kept = definitions["word"], set(wanted), []
     for start in range(0, len(words), batch_size):
         for index, slots in enumerate(slot_token_ids(tokenizer, words[start : start + batch_size]), start):
@@ -225,14 +228,7 @@ def _definitions_naming(definitions: Any, tokenizer: Any, wanted: set[int], batc
                 unnamed -= slots
         if not unnamed:
             break
-    return definitions.select(kept)
-
-
-def _slot_tokens(definitions: Any, tokenizer: Any) -> set[int]:
-    """Every token the raw definitions' prompts hold in a word slot."""
-    from .prompts import slot_token_ids
-
-    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"])) for token in slots}
+    return definitions.select(kept), set(wanted) - unnamed
 
 
 def _wanted_tokens(tokenizer: Any, definition_model: PreTrainedModel, token_ids: Iterable[int] | None) -> set[int]:
@@ -421,7 +417,7 @@ in the index range that holds that many task tokens (Appendix M){% endif %} |
 definition (never replaced) |
 | Definition reader | {{ definition_model or "not recorded" }} |
 | Definitions | {{ definitions or "not recorded" }} |
-{% if held_out %}| Held-out check | on {{ held_out.tokens }} tokens of definitions the reader never trained on: cosine {{ "%.3f" % held_out.reader_cosine }} with the true rows against {{ "%.3f" % held_out.mean_vector_cosine }} for the mean embedding (MSE {{ "%.4f" % held_out.reader_mse }} against {{ "%.4f" % held_out.mean_vector_mse }}) |
+{% if held_out -%}| Held-out check | on {{ held_out.tokens }} tokens of held-out definitions: cosine {{ "%.3f" % held_out.reader_cosine }} with the true rows against {{ "%.3f" % held_out.mean_vector_cosine }} for the mean embedding (MSE {{ "%.4f" % held_out.reader_mse }} against {{ "%.4f" % held_out.mean_vector_mse }}) |
 {% endif %}
 ## How to use
 
@@ -558,8 +554,7 @@ def apply_definition_embeddings(
     raw_definitions = "definition" in (getattr(definitions, "column_names", None) or [])
     if appearing_only and raw_definitions and isinstance(definition_model, PreTrainedModel):
         # Read only what is written: the `budget` best-ranked task tokens that some definition names.
-        definitions = _definitions_naming(definitions, tokenizer, task_vocabulary)
-        named = _slot_tokens(definitions, tokenizer) & task_vocabulary
+        definitions, named = _definitions_naming(definitions, tokenizer, task_vocabulary)
         wanted = [token for token in ranked if token in named][:budget]
     found = _definition_embeddings(definition_model, tokenizer, definitions, wanted, show_progress)
     if found.embeddings.shape[1] != width:
