@@ -14,6 +14,18 @@ from .common import CliError, add_overwrite_option, add_threads_option, positive
 DEFAULT_READER_STEPS = 1000
 DEFAULT_ALPHA = 5.0
 DEFAULT_HELD_OUT = 300
+# lambda of e + lambda (e_d - e), chosen on word-similarity sets that are not reported (benchmarks/RESULTS.md).
+DEFAULT_BLEND = 0.5
+# What each preset sets: the reader's config, the ranking, how rows are written, and whether A starts from the
+# least-squares fit. "paper" is Section 5's reading (four slots 50/25/25, mask-slot readout, MSE, rows written as
+# read, ranked by index); "default" hides the answer, reads what the model's kind allows, and keeps row norms.
+PRESETS = {
+    "default": {"reader": {}, "strategy": "rare", "blend": DEFAULT_BLEND, "original_norms": True, "least_squares": True},
+    "paper": {
+        "reader": {"word_slots": "paper", "readout": "mask-slot", "loss": "mse"},
+        "strategy": "last", "blend": 1.0, "original_norms": False, "least_squares": False,
+    },
+}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -47,6 +59,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     reader = parser.add_argument_group("definition reader")
     reader.add_argument("--reader", help="a trained DefinitionEmbModel folder (skips training)")
     reader.add_argument(
+        "--preset", choices=tuple(PRESETS), default="default",
+        help="default: every word slot masked (only the forms distinct for the tokenizer), the readout the model's "
+        "kind allows, cosine loss, A started from a least-squares fit, rows written at their own norm blended with "
+        f"--blend, ranked by task counts; paper: Section 5 as written (four slots corrupted 50/25/25, mask-slot "
+        "readout, MSE, rows written as read, ranked by index)",
+    )
+    reader.add_argument(
+        "--readout", choices=("mask-slot", "pooled-definition"),
+        help="override the readout (default: pooled-definition for an encoder without a masked-LM head, such as a "
+        "sentence-embedding BertModel; mask-slot otherwise and with --preset paper)",
+    )
+    reader.add_argument(
         "--reader-type", choices=("encoder-only", "encoder-decoder"),
         help="reader architecture (default: encoder-decoder for an encoder-decoder model, else encoder-only)",
     )
@@ -70,9 +94,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"percentage of the vocabulary size bounding the replaced rows, 0..100 (default: {DEFAULT_ALPHA:g})",
     )
     replacement.add_argument(
-        "--strategy", choices=("last", "random", "top"), default="last",
-        help="which task tokens first: largest indexes (last, the paper's), smallest from 5000 (top) or random "
-        "(default: last)",
+        "--strategy", choices=("rare", "last", "random", "top"),
+        help="which task tokens first: fewest occurrences in the task texts (rare; the default), largest indexes "
+        "(last, the paper's and --preset paper's), smallest from 5000 (top) or random",
+    )
+    replacement.add_argument(
+        "--blend", type=float,
+        help=f"lambda of the written rows e + lambda (e_d - e), 0..1 (default: {DEFAULT_BLEND:g}; --preset paper: 1)",
     )
     replacement.add_argument(
         "--whole-range", action="store_true",
@@ -95,6 +123,7 @@ def run_definitions(args: argparse.Namespace) -> int:
     from .training import main_process_work
 
     _check_arguments(args)
+    preset = PRESETS[args.preset]
     output_dir = Path(args.output_dir)
     # The user's definitions and texts are read before any model: an empty file is refused at once.
     definitions = _user_definitions(args)
@@ -104,13 +133,15 @@ def run_definitions(args: argparse.Namespace) -> int:
     definitions = _with_number_words(args, definitions, tokenizer)
     model = AutoModel.from_pretrained(args.model)
     definitions, held_out = _held_out_split(args, definitions)
-    training = _training_definitions(args, definitions) if args.reader is None else None
     if args.reader is not None:
         reader = DefinitionEmbModel.from_pretrained(args.reader)
         if args.reader_type is not None and args.reader_type != reader.config.reader_type:
             raise CliError(f"--reader {args.reader} is an {reader.config.reader_type} reader, not {args.reader_type}.")
+        training = None
     else:
-        reader = _train_reader(args, model, tokenizer, training)
+        reader = _new_reader(args, model)
+        training = _training_definitions(args, definitions, tokenizer, reader.config)
+        _train_reader(args, reader, tokenizer, training, preset["least_squares"])
     with main_process_work() as is_main:
         if not is_main:
             return 0
@@ -119,9 +150,10 @@ def run_definitions(args: argparse.Namespace) -> int:
             reader.save_pretrained(output_dir / "definition-reader")
             tokenizer.save_pretrained(output_dir / "definition-reader")
         result = apply_definition_embeddings(
-            model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy,
+            model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy or preset["strategy"],
             appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
-            definitions_description=args.definitions,
+            definitions_description=args.definitions, original_norms=preset["original_norms"],
+            blend=args.blend if args.blend is not None else preset["blend"],
         )
         if comparison is not None:
             result.held_out = comparison.summary()
@@ -138,8 +170,14 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise CliError("give the task's texts with either --task-texts FILE... or --glue-task with --glue-dir.")
     if args.glue_task is not None and args.glue_dir is None:
         raise CliError("--glue-task needs --glue-dir, the task's folder with train.tsv.")
-    if args.whole_range and args.strategy == "random":
-        raise CliError("--whole-range replaces an index range, which --strategy random does not have.")
+    if args.blend is not None and not (math.isfinite(args.blend) and 0 <= args.blend <= 1):
+        raise CliError(f"--blend is lambda in e + lambda (e_d - e) and must lie in 0..1, got {args.blend:g}.")
+    strategy = args.strategy or PRESETS[args.preset]["strategy"]
+    if args.whole_range and strategy in ("random", "rare"):
+        raise CliError(
+            f"--whole-range replaces an index range, which --strategy {strategy} does not have: pass --strategy last "
+            "or top."
+        )
     output_dir = Path(args.output_dir)
     inputs = [("MODEL", args.model), ("--definitions", args.definitions), ("--glue-dir", args.glue_dir),
               ("--reader", args.reader), *(("--task-texts", name) for name in args.task_texts or ())]
@@ -186,17 +224,35 @@ def _task_texts(args: argparse.Namespace) -> list[str]:
         raise CliError(str(error)) from error
 
 
-def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definitions: Any) -> Any:
-    """A DefinitionEMB reader for `model`, trained with the stock Trainer on the prompts of `definitions` (exactly
-    those its steps read: `_training_definitions`)."""
+def _new_reader(args: argparse.Namespace, model: Any) -> Any:
+    """A DefinitionEMB reader around `model` with the preset's settings (and --readout, --reader-type)."""
     from ..models.definition_emb import DefinitionEmbModel
+
+    settings = dict(PRESETS[args.preset]["reader"])
+    if args.readout is not None:
+        settings["readout"] = args.readout
+    try:
+        reader = DefinitionEmbModel.from_pretrained_model(model, reader_type=args.reader_type, **settings)
+    except ValueError as error:  # e.g. a pooled readout asked of an encoder-decoder
+        raise CliError(str(error)) from error
+    reader.config.base_model_name_or_path = args.model
+    return reader
+
+
+def _train_reader(args: argparse.Namespace, reader: Any, tokenizer: Any, definitions: Any, least_squares: bool) -> None:
+    """Train `reader` with the stock Trainer on the prompts of `definitions` (exactly those its steps read:
+    `_training_definitions`), A first fitted by least squares when the preset says so."""
     from ..tasks.embeddings.definitions import definition_prompt_dataset
-    from ..tasks.embeddings.training import build_definition_trainer, definition_training_arguments
+    from ..tasks.embeddings.training import (
+        build_definition_trainer,
+        definition_training_arguments,
+        fit_projection_by_least_squares,
+    )
     from .training import trainer_folder
 
-    reader = DefinitionEmbModel.from_pretrained_model(model, reader_type=args.reader_type)
-    reader.config.base_model_name_or_path = args.model
-    prompts = definition_prompt_dataset(definitions, tokenizer)
+    prompts = definition_prompt_dataset(definitions, tokenizer, word_slots=reader.config.word_slots)
+    if least_squares:
+        fit_projection_by_least_squares(reader, tokenizer, prompts, max_prompts=len(prompts))
     # The Trainer saves nothing (save_strategy "no") but creates its folder: a temporary one leaves none behind.
     with trainer_folder(None) as trainer_dir:
         training_arguments = definition_training_arguments(
@@ -205,15 +261,23 @@ def _train_reader(args: argparse.Namespace, model: Any, tokenizer: Any, definiti
         )
         trainer = build_definition_trainer(reader, tokenizer, prompts, args=training_arguments, seed=args.seed)
         trainer.train()
-    return reader
 
 
-def _training_definitions(args: argparse.Namespace, definitions: Any) -> Any:
-    """The definitions training reads: --max-steps x --batch-size per process, drawn at random with --seed, so that
-    only those are built into prompts (building all of WordNet's takes minutes, a few hundred take a second)."""
+def _training_definitions(args: argparse.Namespace, definitions: Any, tokenizer: Any, config: Any) -> Any:
+    """The definitions training reads: --max-steps x --batch-size per process (at least the least-squares start's
+    sample), drawn at random with --seed, so that only those are built into prompts (building all of WordNet's takes minutes, a few hundred take a second). A
+    pooled-definition reader rebuilds whole single-token words only, so it draws from their definitions."""
+    from ..tasks.embeddings.quality import definitions_of_single_tokens
+    from ..tasks.embeddings.training import LEAST_SQUARES_PROMPTS
     from ..training.distributed import process_rank_and_count
 
+    if config.readout == "pooled-definition":
+        definitions = definitions_of_single_tokens(tokenizer, definitions, config)
+        if len(definitions) == 0:
+            raise CliError("no definition defines a word that is a single token of this tokenizer: nothing to train on.")
     needed = args.max_steps * args.batch_size * process_rank_and_count()[1]
+    if PRESETS[args.preset]["least_squares"]:
+        needed = max(needed, LEAST_SQUARES_PROMPTS)  # A's least-squares start reads these too
     if needed >= len(definitions):
         return definitions
     return definitions.shuffle(seed=args.seed).select(range(needed))
@@ -240,7 +304,7 @@ def _held_out_gate(args: argparse.Namespace, reader: Any, tokenizer: Any, model:
     if held_out is None:
         print("no definitions set aside (fewer than 5): the reader is not compared with the mean embedding")
         return None
-    trained_tokens = training_targets(tokenizer, trained) if trained is not None else ()
+    trained_tokens = training_targets(tokenizer, trained, reader.config) if trained is not None else ()
     comparison = held_out_comparison(reader, tokenizer, model.get_input_embeddings().weight, held_out, trained_tokens)
     if not comparison.beats_mean and not args.allow_worse:
         raise CliError(

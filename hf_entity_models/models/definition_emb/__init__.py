@@ -2,10 +2,16 @@
 Li and Okumura, "Reconsidering Token Embeddings with the Definitions for Pre-trained Language Models")."""
 
 from .configuration_definition_emb import (
+    DISTINCT_SLOTS,
+    MASK_SLOT,
+    PAPER_SETTINGS,
+    PAPER_SLOTS,
+    POOLED_DEFINITION,
     ENCODER_DECODER,
     ENCODER_ONLY,
     READER_TYPES,
     DefinitionEmbConfig,
+    default_readout,
     plm_embedding_width,
 )
 from .modeling_definition_emb import (
@@ -20,6 +26,12 @@ from .modeling_definition_emb import (
 )
 
 __all__ = [
+    "DISTINCT_SLOTS",
+    "MASK_SLOT",
+    "PAPER_SETTINGS",
+    "PAPER_SLOTS",
+    "POOLED_DEFINITION",
+    "default_readout",
     "DROPPED_PLM_WEIGHT_PREFIXES",
     "ENCODER_DECODER",
     "ENCODER_ONLY",

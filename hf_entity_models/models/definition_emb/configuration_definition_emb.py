@@ -18,6 +18,21 @@ READER_TYPES = (ENCODER_ONLY, ENCODER_DECODER)
 # The paper's encoder-only PLM (RoBERTa-base); the reader of a config built without `reader_config`.
 DEFAULT_READER_MODEL_TYPE = "roberta"
 
+MASK_SLOT = "mask-slot"
+POOLED_DEFINITION = "pooled-definition"
+READOUTS = (MASK_SLOT, POOLED_DEFINITION)
+COSINE = "cosine"
+MSE = "mse"
+LOSSES = (COSINE, MSE)
+DISTINCT_SLOTS = "distinct"
+PAPER_SLOTS = "paper"
+WORD_SLOTS = (DISTINCT_SLOTS, PAPER_SLOTS)
+# The paper's reading (Section 5): four word slots corrupted 50/25/25, the hidden state at the corrupted slot, MSE.
+PAPER_SETTINGS = {"word_slots": PAPER_SLOTS, "readout": MASK_SLOT, "loss": MSE}
+# Architectures whose checkpoints carry a masked-LM (or denoising) head: their state at a mask slot is trained to
+# name the masked token, so the paper's mask-slot readout fits them.
+_MASKED_LM_ARCHITECTURE_MARKERS = ("MaskedLM", "ForPreTraining", "LMHead", "ConditionalGeneration")
+
 
 @strict
 class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTrainedConfig):
@@ -44,6 +59,23 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
             `DefinitionEmbModel.from_pretrained_model`; shown in the model card).
         freeze_reader_embeddings (`bool`, *optional*, defaults to `False`):
             Keep the reader's input embedding matrix fixed during training (the paper froze it for BART).
+        word_slots (`str`, *optional*, defaults to `"distinct"`):
+            Which word slots the prompt holds and how they are hidden. `"distinct"`: only the slots that hold a form
+            of the word distinct for this tokenizer (an uncased tokenizer's capitalised and upper-case copies and a
+            WordPiece "bpe form" spelled in `##` pieces are dropped), and every slot token is masked, in training and
+            when reading, so the reader never sees the answer. `"paper"`: the four slots of Figure 17, corrupted
+            50/25/25 in training and masked one token at a time when reading (the other slots stay visible).
+        readout (`str`, *optional*):
+            `"mask-slot"` (the paper's: A applied to the last hidden state at each word-slot token) or
+            `"pooled-definition"` (A applied to the mean of the last hidden states over the whole prompt, the
+            sentence embedding of an encoder trained without a masked-LM head; it rebuilds one token per definition,
+            so only single-token words are its targets). Defaults to `"pooled-definition"` when `reader_config`
+            names only architectures without a masked-LM or denoising head (e.g. `["BertModel"]` of a
+            sentence-embedding model), else `"mask-slot"`.
+        loss (`str`, *optional*, defaults to `"cosine"`):
+            `"cosine"`: 1 - cos(e_d, e), scale-free (the replacement writes rows with their original norms, so the
+            direction is what the reader contributes). `"mse"`: the paper's Eq. 1, the squared L2 distance, which
+            pulls every uncertain prediction towards the mean embedding and shrinks it.
         evaluation_results (`list[dict]`, *optional*):
             Measured results recorded in the model card (see `record_evaluation`).
 
@@ -71,12 +103,17 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
     embedding_size: int | None = None
     base_model_name_or_path: str | None = None
     freeze_reader_embeddings: bool = False
+    word_slots: str = DISTINCT_SLOTS
+    readout: str | None = None
+    loss: str = COSINE
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
         self.reader_config = build_encoder_config(self.reader_config, default_model_type=DEFAULT_READER_MODEL_TYPE)
         if self.reader_type is None:
             self.reader_type = ENCODER_DECODER if self.reader_config.is_encoder_decoder else ENCODER_ONLY
+        if self.readout is None:
+            self.readout = default_readout(self.reader_config)
         if self.embedding_size is None:
             self.embedding_size = plm_embedding_width(self.reader_config)
         super().__post_init__(**kwargs)
@@ -116,12 +153,54 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
             f"the encoder-decoder {type(self.reader_config).__name__}: pass reader_type='encoder-decoder' or leave "
             "it None.",
         )
+        _require(self.word_slots in WORD_SLOTS, f"word_slots must be one of {WORD_SLOTS}, got {self.word_slots!r}.")
+        _require(self.loss in LOSSES, f"loss must be one of {LOSSES}, got {self.loss!r}.")
+        _require(
+            self.readout in READOUTS,
+            f"readout must be one of {READOUTS} (or None to choose by the model's head), got {self.readout!r}.",
+        )
+        _require(
+            self.readout != POOLED_DEFINITION or self.reader_type == ENCODER_ONLY,
+            "readout='pooled-definition' reads an encoder's sentence embedding; an encoder-decoder reader uses "
+            "readout='mask-slot' (its decoder states at the word slots).",
+        )
         _require(
             not isinstance(self.embedding_size, bool) and self.embedding_size > 0,
             f"embedding_size (H_e) must be a positive int, got {self.embedding_size!r}; leave it None to use the "
             "PLM's input embedding width.",
         )
         self.validate_evaluation_results()
+
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs) -> "DefinitionEmbConfig":
+        # A DefinitionEMB config saved before `word_slots` existed belongs to a reader trained with the paper's
+        # settings: load it as it was trained, so that it is read the same way.
+        saved = config_dict.get("model_type") == cls.model_type and "transformers_version" in config_dict
+        if saved and "word_slots" not in config_dict:
+            config_dict = {**PAPER_SETTINGS, **config_dict}
+        return super().from_dict(config_dict, **kwargs)
+
+
+def default_readout(reader_config: PreTrainedConfig) -> str:
+    """`"mask-slot"` for encoder-decoder models and checkpoints with a masked-LM / denoising head (or no recorded
+    architecture), `"pooled-definition"` for encoders whose checkpoint names only heads without one (a
+    sentence-embedding `BertModel`, whose state at a mask slot says little about the masked token).
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> default_readout(BertConfig(architectures=["BertModel"])), default_readout(BertConfig(architectures=["BertForMaskedLM"]))
+    ('pooled-definition', 'mask-slot')
+
+    ```
+    """
+    architectures = list(getattr(reader_config, "architectures", None) or [])
+    if reader_config.is_encoder_decoder or not architectures:
+        return MASK_SLOT
+    has_lm_head = any(marker in name for name in architectures for marker in _MASKED_LM_ARCHITECTURE_MARKERS)
+    return MASK_SLOT if has_lm_head else POOLED_DEFINITION
 
 
 def plm_embedding_width(reader_config: PreTrainedConfig) -> int:
@@ -147,4 +226,21 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["ENCODER_DECODER", "ENCODER_ONLY", "READER_TYPES", "DefinitionEmbConfig", "plm_embedding_width"]
+__all__ = [
+    "COSINE",
+    "DISTINCT_SLOTS",
+    "ENCODER_DECODER",
+    "ENCODER_ONLY",
+    "LOSSES",
+    "MASK_SLOT",
+    "MSE",
+    "PAPER_SETTINGS",
+    "PAPER_SLOTS",
+    "POOLED_DEFINITION",
+    "READER_TYPES",
+    "READOUTS",
+    "WORD_SLOTS",
+    "DefinitionEmbConfig",
+    "default_readout",
+    "plm_embedding_width",
+]

@@ -67,15 +67,17 @@ class DefinitionEmbOutput(ModelOutput):
 
 
 def definition_embedding_loss(
-    definition_embeddings: torch.Tensor, labels: torch.LongTensor, target_embeddings: torch.Tensor
+    definition_embeddings: torch.Tensor, labels: torch.LongTensor, target_embeddings: torch.Tensor, loss: str = "mse"
 ) -> torch.Tensor:
-    """Eq. 1: the squared L2 distance between definition and target embeddings, averaged per example over its
-    labelled positions, then over the examples that have at least one.
+    """The distance between definition and target embeddings, averaged per example over its labelled positions, then
+    over the examples that have at least one: Eq. 1's squared L2 distance (`loss="mse"`) or 1 - cosine
+    (`loss="cosine"`, blind to the norm).
 
     Args:
         definition_embeddings: (B, T, H_e) definition embeddings e_d.
         labels: (B, T) token ids of the corrupted positions, `IGNORE_INDEX` (-100) elsewhere.
         target_embeddings: (N, H_e) pre-trained embeddings e.
+        loss: `"mse"` or `"cosine"`.
 
     Returns:
         A float32 scalar; 0 (still attached to the graph) when no position is labelled.
@@ -89,21 +91,29 @@ def definition_embedding_loss(
     >>> labels = torch.tensor([[0, 1], [1, -100]])  # example 1: (1 + 2) / 2; example 2: 4 / 1
     >>> definition_embedding_loss(embeddings, labels, targets)
     tensor(2.7500)
+    >>> definition_embedding_loss(embeddings[1:], labels[1:], targets, loss="cosine")  # 1 - cos((3, 1), (1, 1))
+    tensor(0.1056)
 
     ```
     """
+    if loss not in ("mse", "cosine"):
+        raise ValueError(f"loss must be 'mse' or 'cosine', got {loss!r}.")
     labelled = labels != IGNORE_INDEX
     targets = target_embeddings[labels.masked_fill(~labelled, 0)]
     # float32 at least: half precision squares of embedding differences lose the small ones.
     compute_dtype = torch.promote_types(definition_embeddings.dtype, torch.float32)
-    squared = (definition_embeddings.to(compute_dtype) - targets.to(compute_dtype)).pow(2).sum(dim=-1)
-    squared = squared.masked_fill(~labelled, 0.0)
+    predicted, targets = definition_embeddings.to(compute_dtype), targets.to(compute_dtype)
+    if loss == "mse":
+        distance = (predicted - targets).pow(2).sum(dim=-1)
+    else:
+        distance = 1.0 - nn.functional.cosine_similarity(predicted, targets, dim=-1, eps=1e-8)
+    distance = distance.masked_fill(~labelled, 0.0)
     counts = labelled.sum(dim=1)
     has_targets = counts > 0
     if not bool(has_targets.any()):
         # A batch without corrupted tokens teaches nothing; a zero keeps the Trainer's backward pass valid.
         return definition_embeddings.sum().to(compute_dtype) * 0.0
-    per_example = squared.sum(dim=1)[has_targets] / counts[has_targets]
+    per_example = distance.sum(dim=1)[has_targets] / counts[has_targets]
     return per_example.mean()
 
 
@@ -285,6 +295,19 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
             model.target_embeddings.copy_(embeddings.detach().to(model.target_embeddings.dtype))
         return model
 
+    def readout_states(self, last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """The states A is applied to, one per position: the last hidden state itself (`readout="mask-slot"`), or
+        the prompt's mean-pooled last hidden state (over `attention_mask`) at every position
+        (`readout="pooled-definition"`, the sentence embedding of a mean-pooling sentence encoder)."""
+        if self.config.readout != "pooled-definition":
+            return last_hidden_state
+        if attention_mask is None:
+            pooled = last_hidden_state.mean(dim=1)
+        else:
+            weights = attention_mask.to(last_hidden_state.dtype).unsqueeze(-1)
+            pooled = (last_hidden_state * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return pooled.unsqueeze(1).expand_as(last_hidden_state)
+
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -345,12 +368,12 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
                 input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states
             )
             hidden_states = reader_output.hidden_states
-        states = reader_output.last_hidden_state  # s: (B, T or T_dec, H_s)
+        states = self.readout_states(reader_output.last_hidden_state, attention_mask)  # s: (B, T or T_dec, H_s)
         definition_embeddings = self.embedding_projection(states)  # e_d = A s: (B, T or T_dec, H_e)
         loss = None
         if labels is not None:
             _check_labels(labels, tuple(states.shape[:2]), config)
-            loss = definition_embedding_loss(definition_embeddings, labels, self.target_embeddings)
+            loss = definition_embedding_loss(definition_embeddings, labels, self.target_embeddings, config.loss)
         return DefinitionEmbOutput(
             loss=loss, definition_embeddings=definition_embeddings, hidden_states=hidden_states
         )

@@ -3,8 +3,10 @@
 `DefinitionCollator` turns rows of `definitions.definition_prompt_dataset` (``input_ids``, ``corruption_spans``)
 into exactly what `DefinitionEmbModel.forward` takes:
 
-* ``"encoder-only"``: every prompt freshly corrupted (`prompts.corrupt_for_encoder`: 50% mask, 25% random token,
-  25% unchanged inside the word slots); ``labels`` are the original ids of the word-slot tokens, -100 elsewhere.
+* ``"encoder-only"``: with ``word_slots="distinct"`` every word-slot token masked (`prompts.masked_all_slots`, as
+  the reader is read); with ``"paper"`` every prompt freshly corrupted (`prompts.corrupt_for_encoder`: 50% mask,
+  25% random token, 25% unchanged inside the word slots); ``labels`` are the original ids of the word-slot tokens
+  (with ``single_token_slots_only``, only of slots that are one token), -100 elsewhere.
 * ``"encoder-decoder"``: source with one sentinel per word slot, decoder input and labels
   (`prompts.encoder_decoder_example`), plus ``decoder_attention_mask``.
 
@@ -32,7 +34,9 @@ from .prompts import (
     check_corruption_probabilities,
     corrupt_for_encoder,
     default_decoder_start_token_id,
+    WORD_SLOT_CHOICES,
     encoder_decoder_example,
+    masked_all_slots,
     random_replacement_ids,
     sentinel_token_ids,
 )
@@ -72,6 +76,10 @@ class DefinitionCollator:
             collators with the same seed produce the same sequence of batches.
         decoder_start_token_id: Encoder-decoder: the model config's ``decoder_start_token_id``; default eos (BART) or
             pad (T5-style tokenizers).
+        word_slots: Encoder-only: the reader's ``config.word_slots``; ``"distinct"`` masks every slot token (the
+            probabilities are not used), ``"paper"`` corrupts with them.
+        single_token_slots_only: Encoder-only: label only the slots that are one token (a pooled-definition reader
+            gives one vector per prompt, which can be the embedding of a whole word, not of its pieces).
 
     Raises:
         ValueError: For an unknown reader type, an encoder-only tokenizer without a mask token, an encoder-decoder
@@ -91,7 +99,11 @@ class DefinitionCollator:
         random_probability: float = 0.25,
         seed: int = 0,
         decoder_start_token_id: int | None = None,
+        word_slots: str = "distinct",
+        single_token_slots_only: bool = False,
     ) -> None:
+        if word_slots not in WORD_SLOT_CHOICES:
+            raise ValueError(f"word_slots must be one of {WORD_SLOT_CHOICES}, got {word_slots!r}.")
         if reader_type not in READER_TYPES:
             raise ValueError(f"reader_type must be one of {READER_TYPES}, got {reader_type!r}.")
         check_corruption_probabilities(mask_probability, random_probability)
@@ -102,6 +114,8 @@ class DefinitionCollator:
         self.mask_probability = float(mask_probability)
         self.random_probability = float(random_probability)
         self.seed = int(seed)
+        self.word_slots = word_slots
+        self.single_token_slots_only = bool(single_token_slots_only)
         self.generator = torch.Generator().manual_seed(self.seed)
         # Padding is masked out and ignored by the loss, so any id works when the tokenizer has no pad token.
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -143,15 +157,20 @@ class DefinitionCollator:
     def _encoder_only_batch(self, prompts: list[DefinitionPrompt]) -> dict[str, torch.Tensor]:
         corrupted, labels = [], []
         for prompt in prompts:
+            spans = prompt.corruption_spans
+            if self.single_token_slots_only:
+                spans = [(start, end) for start, end in spans if end - start == 1]
             ids, prompt_labels = corrupt_for_encoder(
                 prompt.input_ids,
-                prompt.corruption_spans,
+                spans,
                 self.mask_token_id,
                 self.random_ids,
                 self.generator,
-                mask_probability=self.mask_probability,
-                random_probability=self.random_probability,
+                mask_probability=self.mask_probability if self.word_slots == "paper" else 1.0,
+                random_probability=self.random_probability if self.word_slots == "paper" else 0.0,
             )
+            if self.word_slots == "distinct":  # slots without a label are hidden too
+                ids = torch.tensor(masked_all_slots(prompt, self.mask_token_id))
             corrupted.append(ids)
             labels.append(prompt_labels)
         input_ids, attention_mask = pad_sequences(corrupted, self.pad_token_id)
@@ -176,5 +195,6 @@ class DefinitionCollator:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(reader_type={self.reader_type!r}, mask_probability={self.mask_probability}, "
-            f"random_probability={self.random_probability}, seed={self.seed})"
+            f"random_probability={self.random_probability}, seed={self.seed}, word_slots={self.word_slots!r}, "
+            f"single_token_slots_only={self.single_token_slots_only})"
         )

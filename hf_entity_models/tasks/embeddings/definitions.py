@@ -363,7 +363,11 @@ def _default_max_length(tokenizer: Any) -> int | None:
 
 
 def definition_prompt_dataset(
-    definitions: datasets.Dataset, tokenizer: Any, max_length: int | None = None, batch_size: int = 1000
+    definitions: datasets.Dataset,
+    tokenizer: Any,
+    max_length: int | None = None,
+    batch_size: int = 1000,
+    word_slots: str = "distinct",
 ) -> datasets.Dataset:
     """Tokenize every definition into its prompt: columns input_ids, corruption_spans, word.
 
@@ -375,9 +379,12 @@ def definition_prompt_dataset(
             limit, else none. A longer prompt keeps its word slots and has its DEFINITION shortened token-wise;
             how many were shortened is logged as a warning. Pass the reader's position limit if it is smaller.
         batch_size: Rows per `datasets.Dataset.map` batch.
+        word_slots: The reader's ``config.word_slots``: ``"distinct"`` (only the forms that differ for this
+            tokenizer) or ``"paper"`` (Figure 17's four slots).
 
     Returns:
-        A `datasets.Dataset` with input_ids (list of ints), corruption_spans (four ``[start, end)`` pairs) and word.
+        A `datasets.Dataset` with input_ids (list of ints), corruption_spans (one ``[start, end)`` pair per word
+        slot) and word.
 
     Raises:
         ValueError: If a column is missing or a row is empty, or a word's prompt cannot fit `max_length`.
@@ -404,7 +411,7 @@ def definition_prompt_dataset(
             WordDefinition(word, part_of_speech, definition)
             for word, part_of_speech, definition in zip(batch["word"], batch["part_of_speech"], batch["definition"])
         ]
-        built = build_definition_prompts(tokenizer, entries, max_length)
+        built = build_definition_prompts(tokenizer, entries, max_length, word_slots)
         return {
             "input_ids": [prompt.input_ids for prompt, _ in built],
             "corruption_spans": [[list(span) for span in prompt.corruption_spans] for prompt, _ in built],

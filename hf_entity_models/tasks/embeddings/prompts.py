@@ -39,6 +39,7 @@ logger = logging.get_logger(__name__)
 __all__ = [
     "IGNORE_INDEX",
     "NUM_WORD_SLOTS",
+    "WORD_SLOT_CHOICES",
     "WORD_FORM_KEYS",
     "DefinitionPrompt",
     "WordDefinition",
@@ -48,6 +49,7 @@ __all__ = [
     "corrupt_for_encoder",
     "default_decoder_start_token_id",
     "encoder_decoder_example",
+    "masked_all_slots",
     "masked_one_at_a_time",
     "random_replacement_ids",
     "sentinel_token_ids",
@@ -59,6 +61,8 @@ __all__ = [
 # The word slots of the prompt, in prompt order; they are also the keys of `word_forms`.
 WORD_FORM_KEYS = ("word", "bpe_form", "capitalized", "uppercase")
 NUM_WORD_SLOTS = len(WORD_FORM_KEYS)
+# `config.word_slots` of the reader: "distinct" (only distinct forms, all masked) or "paper" (Figure 17's four).
+WORD_SLOT_CHOICES = ("distinct", "paper")
 
 _SPACE_MARKERS = ("Ġ", "▁")
 _WORDPIECE_PREFIX = "##"
@@ -308,9 +312,12 @@ def word_forms(tokenizer: Any, word: str) -> dict[str, list[int]]:
 class _PromptBuilder:
     """The tokenizer facts a prompt needs, computed once (a dataset map builds many prompts with one tokenizer)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, word_slots: str = "distinct") -> None:
         if not callable(tokenizer) or not hasattr(tokenizer, "get_vocab"):
             raise TypeError(f"Expected a transformers tokenizer, got {type(tokenizer).__name__}.")
+        if word_slots not in WORD_SLOT_CHOICES:
+            raise ValueError(f"word_slots must be one of {WORD_SLOT_CHOICES}, got {word_slots!r}.")
+        self.word_slots = word_slots
         self.tokenizer = tokenizer
         self.convention = tokenizer_convention(tokenizer)
         self.vocab = tokenizer.get_vocab()
@@ -382,6 +389,21 @@ class _PromptBuilder:
             return [" " + word, word, " " + capitalized, " " + word.upper()]
         return [word, word, capitalized, word.upper()]
 
+    def kept_forms(self, forms: dict[str, list[int]]) -> dict[str, list[int]]:
+        """The forms the prompt writes out: all four (`word_slots="paper"`), or only those that are a distinct form
+        of the word for this tokenizer (`"distinct"`): a WordPiece "bpe form" (the word spelled in ``##`` pieces,
+        not a form the word ever takes) and any form with the same tokens as an earlier one (an uncased
+        tokenizer's capitalised and upper-case copies) are dropped."""
+        if self.word_slots == "paper":
+            return forms
+        kept: dict[str, list[int]] = {}
+        for key, ids in forms.items():
+            if key == "bpe_form" and self.convention == "wordpiece":
+                continue
+            if all(ids != earlier for earlier in kept.values()):
+                kept[key] = ids
+        return kept
+
     def _forms_from_encoded(self, word: str, encoded: list[list[int]]) -> dict[str, list[int]]:
         texts = self._form_texts(word)
         forms = dict(zip(WORD_FORM_KEYS, encoded))
@@ -401,21 +423,23 @@ class _PromptBuilder:
         self, definitions: Sequence[WordDefinition], max_length: int | None = None
     ) -> list[tuple[DefinitionPrompt, int]]:
         """Prompts for `definitions`, each with how many definition tokens were cut to fit `max_length`."""
-        texts: list[str] = []
-        layouts = []
         for definition in definitions:
             if not isinstance(definition, WordDefinition):
                 raise TypeError(f"Expected a WordDefinition, got {type(definition).__name__} ({definition!r}).")
-            segments = _template_segments(definition, self.convention)
-            form_texts = self._form_texts(definition.word)
-            layouts.append((definition, segments, len(texts)))
-            texts.extend(form_texts)
+        # The forms decide which slots the template holds, so they are tokenized first (one batched call each).
+        form_texts = [text for definition in definitions for text in self._form_texts(definition.word)]
+        encoded_forms = self.encode(form_texts)
+        texts: list[str] = []
+        layouts = []
+        for index, definition in enumerate(definitions):
+            start = index * NUM_WORD_SLOTS
+            forms = self.kept_forms(self._forms_from_encoded(definition.word, encoded_forms[start : start + NUM_WORD_SLOTS]))
+            segments = _template_segments(definition, self.convention, tuple(forms))
+            layouts.append((definition, forms, segments, len(texts)))
             texts.extend(text for kind, text in segments if kind not in WORD_FORM_KEYS)
         encoded = self.encode(texts)
         prompts = []
-        for definition, segments, offset in layouts:
-            forms = self._forms_from_encoded(definition.word, encoded[offset : offset + NUM_WORD_SLOTS])
-            cursor = offset + NUM_WORD_SLOTS
+        for definition, forms, segments, cursor in layouts:
             pieces: list[tuple[str, list[int]]] = []
             for index, (kind, text) in enumerate(segments):
                 if kind in WORD_FORM_KEYS:
@@ -453,9 +477,22 @@ class _PromptBuilder:
         return DefinitionPrompt(input_ids, spans, definition.word), cut
 
 
-def _template_segments(definition: WordDefinition, convention: str) -> list[tuple[str, str]]:
+_FORM_NAMES = {"bpe_form": "bpe-form without space", "capitalized": "capitalization", "uppercase": "uppercase"}
+
+
+def _english_list(items: Sequence[str]) -> str:
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+def _template_segments(
+    definition: WordDefinition, convention: str, kinds: Sequence[str] = WORD_FORM_KEYS
+) -> list[tuple[str, str]]:
     """The prompt of Figure 4 / 17 (a) as (kind, text) segments; kinds are the word slots, "definition" or "text".
 
+    `kinds` are the word slots written out (always "word" first); with all four this is the paper's prompt, with
+    fewer the second sentence names only those (``Its part-of-speech is noun.`` when the word slot is the only one).
     The definition ends the first sentence, so one trailing period of its own is dropped (no ``..``). With a
     space-marker tokenizer the text before the bpe-form slot ends in a space, which such tokenizers keep as a lone
     marker token: the slot itself then holds the marker-free pieces and the prompt still decodes to ``, discomfort``.
@@ -466,21 +503,20 @@ def _template_segments(definition: WordDefinition, convention: str) -> list[tupl
     if not text:
         raise ValueError(f"The word {definition.word!r} has a definition with no text besides a period.")
     part_of_speech = " ".join(definition.part_of_speech.split())
-    space_before_bpe_form = " " if convention == "space-marker" else ""
-    return [
-        ("text", "The definition of"),
-        ("word", ""),
-        ("text", " is"),
-        ("definition", " " + text),
-        ("text", ". Its part-of-speech, bpe-form without space, capitalization, and uppercase are"),
-        ("text", f" {part_of_speech},{space_before_bpe_form}"),
-        ("bpe_form", ""),
-        ("text", ","),
-        ("capitalized", ""),
-        ("text", ", and"),
-        ("uppercase", ""),
-        ("text", ", respectively."),
-    ]
+    segments = [("text", "The definition of"), ("word", ""), ("text", " is"), ("definition", " " + text)]
+    extra = [kind for kind in kinds if kind != "word"]
+    if not extra:
+        return segments + [("text", ". Its part-of-speech is"), ("text", f" {part_of_speech}.")]
+    names = _english_list(["part-of-speech", *(_FORM_NAMES[kind] for kind in extra)])
+    segments.append(("text", f". Its {names} are"))
+    values = len(extra) + 1
+    for position, kind in enumerate(extra):
+        last = position == len(extra) - 1
+        joiner = (", and" if values > 2 else " and") if last else ","
+        space = " " if kind == "bpe_form" and convention == "space-marker" else ""
+        separator = ("text", f" {part_of_speech}{joiner}{space}" if position == 0 else f"{joiner}{space}")
+        segments += [separator, (kind, "")]
+    return segments + [("text", ", respectively.")]
 
 
 def _special_token_frame(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -499,7 +535,7 @@ def _special_token_frame(tokenizer: Any) -> tuple[list[int], list[int]]:
 
 # ------------------------------------------------------------------------------------------------ prompts
 def build_definition_prompt(
-    tokenizer: Any, definition: WordDefinition, max_length: int | None = None
+    tokenizer: Any, definition: WordDefinition, max_length: int | None = None, word_slots: str = "distinct"
 ) -> DefinitionPrompt:
     """The tokenized prompt of Figure 4 / 17 (a) for one definition, with its four corruption spans.
 
@@ -511,6 +547,8 @@ def build_definition_prompt(
         definition: The entry.
         max_length: If given, a longer prompt has its definition text shortened token-wise (from the end) so that the
             whole prompt, special tokens included, fits; the word slots are never cut.
+        word_slots: ``"distinct"`` (only the forms that differ for this tokenizer: `_PromptBuilder.kept_forms`) or
+            ``"paper"`` (all four, as Figure 17); the reader's ``config.word_slots``.
 
     Raises:
         ValueError: If the word slots and template alone do not fit `max_length`, or the tokenizer convention is
@@ -521,35 +559,41 @@ def build_definition_prompt(
         >>> tokenizer.decode(prompt.input_ids, skip_special_tokens=True)[-54:]  # doctest: +SKIP
         'and uppercase are noun, cat, Cat, and CAT, respectively.'
     """
-    return _PromptBuilder(tokenizer).build([definition], max_length)[0][0]
+    return _PromptBuilder(tokenizer, word_slots).build([definition], max_length)[0][0]
 
 
-def slot_token_ids(tokenizer: Any, words: Sequence[str]) -> list[set[int]]:
-    """The token ids each word's prompt holds in its word slots (its four forms), for many words at once, without
-    tokenizing any definition: what decides whether a definition names a token.
+def slot_token_ids(
+    tokenizer: Any, words: Sequence[str], word_slots: str = "distinct", single_token_slots_only: bool = False
+) -> list[set[int]]:
+    """The token ids each word's prompt holds in its word slots, for many words at once, without tokenizing any
+    definition: what decides whether a definition names a token. With `single_token_slots_only`, only the tokens
+    that are a whole slot by themselves (the definition is the token's own, not that of a longer word it is a piece
+    of).
 
     Example:
         >>> slot_token_ids(tokenizer, ["discomfort"])  # doctest: +SKIP
-        [{4933, 8952, 2004, ...}]
+        [{4933, 8952, 2004}]
     """
-    builder = _PromptBuilder(tokenizer)
+    builder = _PromptBuilder(tokenizer, word_slots)
     texts = [builder._form_texts(word) for word in words]
     encoded = builder.encode([text for forms in texts for text in forms])
-    return [
-        {token for ids in builder._forms_from_encoded(word, encoded[index : index + NUM_WORD_SLOTS]).values() for token in ids}
-        for word, index in zip(words, range(0, len(encoded), NUM_WORD_SLOTS))
-    ]
+    slots = []
+    for word, index in zip(words, range(0, len(encoded), NUM_WORD_SLOTS)):
+        forms = builder.kept_forms(builder._forms_from_encoded(word, encoded[index : index + NUM_WORD_SLOTS]))
+        kept = [ids for ids in forms.values() if len(ids) == 1 or not single_token_slots_only]
+        slots.append({token for ids in kept for token in ids})
+    return slots
 
 
 def build_definition_prompts(
-    tokenizer: Any, definitions: Sequence[WordDefinition], max_length: int | None = None
+    tokenizer: Any, definitions: Sequence[WordDefinition], max_length: int | None = None, word_slots: str = "distinct"
 ) -> list[tuple[DefinitionPrompt, int]]:
     """`build_definition_prompt` for many definitions with one batched tokenizer call.
 
     Returns:
         ``(prompt, number of definition tokens cut to fit max_length)`` per definition.
     """
-    return _PromptBuilder(tokenizer).build(list(definitions), max_length)
+    return _PromptBuilder(tokenizer, word_slots).build(list(definitions), max_length)
 
 
 # ------------------------------------------------------------------------------------------------ corruption
@@ -654,6 +698,24 @@ def masked_one_at_a_time(prompt: DefinitionPrompt, mask_token_id: int) -> list[t
         input_ids[position] = int(mask_token_id)
         copies.append((input_ids, position))
     return copies
+
+
+def masked_all_slots(prompt: DefinitionPrompt, mask_token_id: int) -> list[int]:
+    """Encoder-only input of ``word_slots="distinct"`` readers, in training and reading alike: every word-slot token
+    masked at once, so no slot shows the answer.
+
+    Example:
+        >>> masked_all_slots(DefinitionPrompt([0, 5, 6, 7, 2], [(1, 2), (3, 4)], "x"), 9)
+        [0, 9, 6, 9, 2]
+    """
+    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, numbers.Integral):
+        raise ValueError(
+            f"mask_token_id must be an int, got {mask_token_id!r}; the encoder-only reader needs a mask token."
+        )
+    input_ids = list(prompt.input_ids)
+    for position in prompt.span_positions():
+        input_ids[position] = int(mask_token_id)
+    return input_ids
 
 
 def encoder_decoder_example(

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from .replacement import compute_definition_embeddings
+from .replacement import compute_definition_embeddings, reads_own_definitions_only
 
-__all__ = ["HeldOutComparison", "held_out_comparison", "training_targets"]
+__all__ = ["HeldOutComparison", "definitions_of_single_tokens", "held_out_comparison", "training_targets"]
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,32 @@ class HeldOutComparison:
         return {**asdict(self), "beats_mean_vector": self.beats_mean}
 
 
-def training_targets(tokenizer: Any, definitions: Any) -> set[int]:
-    """Every token a training definition holds in a word slot: what the reader was trained to rebuild."""
+def training_targets(tokenizer: Any, definitions: Any, config: Any = None) -> set[int]:
+    """Every token a training definition holds in a word slot, with the word slots of the reader's `config`: what
+    the reader was trained to rebuild (all four slots and their pieces without a config)."""
     from .prompts import slot_token_ids
 
-    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"])) for token in slots}
+    word_slots = getattr(config, "word_slots", None) or "paper"
+    single = getattr(config, "readout", None) == "pooled-definition"
+    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"]), word_slots, single) for token in slots}
+
+
+def definitions_of_single_tokens(tokenizer: Any, definitions: Any, config: Any) -> Any:
+    """The definitions whose word is a single token in some word slot of the reader's prompt (a token with a
+    definition of its own); in their order."""
+    from .prompts import slot_token_ids
+
+    word_slots = getattr(config, "word_slots", None) or "paper"
+    words = list(definitions["word"])
+    keep = [index for index, slots in enumerate(slot_token_ids(tokenizer, words, word_slots, True)) if slots]
+    return definitions.select(keep)
+
+
+def _single_token_slots(tokenizer: Any, definitions: Any, config: Any) -> set[int]:
+    from .prompts import slot_token_ids
+
+    word_slots = getattr(config, "word_slots", None) or "paper"
+    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"]), word_slots, True) for token in slots}
 
 
 def held_out_comparison(
@@ -89,7 +110,10 @@ def held_out_comparison(
         True
     """
     special = set(tokenizer.all_special_ids)
-    candidates = training_targets(tokenizer, held_out_definitions) - set(trained_tokens) - special
+    named = training_targets(tokenizer, held_out_definitions, definition_model.config)
+    if reads_own_definitions_only(definition_model.config):
+        named &= _single_token_slots(tokenizer, held_out_definitions, definition_model.config)
+    candidates = named - set(trained_tokens) - special
     candidates = {token for token in candidates if token < embeddings.shape[0]}
     if not candidates:
         return HeldOutComparison(0, float("nan"), float("nan"), float("nan"), float("nan"))

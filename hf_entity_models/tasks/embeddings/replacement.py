@@ -16,6 +16,7 @@ import numbers
 import os
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -31,11 +32,11 @@ from transformers.utils import logging
 
 from ..text_files import named_decode_errors
 from .collator import pad_sequences
-from .prompts import DefinitionPrompt, encoder_decoder_example, masked_one_at_a_time
+from .prompts import DefinitionPrompt, encoder_decoder_example, masked_all_slots, masked_one_at_a_time
 
 logger = logging.get_logger(__name__)
 
-STRATEGIES = ("last", "random", "top")
+STRATEGIES = ("rare", "last", "random", "top")
 # Appendix F: the "top" strategy starts at index 5000, past the most frequent tokens.
 TOP_STRATEGY_FIRST_INDEX = 5000
 REPLACEMENT_FILE = "definition_embeddings.json"
@@ -101,9 +102,12 @@ def compute_definition_embeddings(
     """Read definitions with a trained definition reader and return the embedding of every token they name.
 
     A token gets its embedding from the first definition prompt that holds it in a word slot (footnote 8: once a
-    token has an embedding it is not replaced again). The encoder-only reader masks one slot token at a time and
-    reads the other slots uncorrupted (Figure 17 e); the encoder-decoder reader reads each prompt once, every slot
-    replaced by a sentinel, and takes the decoder state before each slot token (Figure 17 b, c).
+    token has an embedding it is not replaced again); unless the reader has the paper's settings, only a slot that
+    is the token alone counts (the definition is the token's own, not that of a longer word it is a piece of:
+    `reads_own_definitions_only`). The encoder-only reader reads each prompt with every slot token masked
+    (``word_slots="distinct"``, as it was trained) or masks one slot token at a time and reads the other slots
+    uncorrupted (``"paper"``, Figure 17 e); the encoder-decoder reader reads each prompt once, every slot replaced
+    by a sentinel, and takes the decoder state before each slot token (Figure 17 b, c).
 
     Args:
         definition_model: A `DefinitionEmbModel`.
@@ -130,13 +134,17 @@ def compute_definition_embeddings(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
+    config = definition_model.config
+    own_only = reads_own_definitions_only(config)
     if token_ids is not None:
-        definitions, _ = _definitions_naming(definitions, tokenizer, wanted)
+        definitions, _ = _definitions_naming(definitions, tokenizer, wanted, config)
         if len(definitions) == 0:  # no definition names a wanted token
             return TokenDefinitionEmbeddings(
                 torch.empty(0, dtype=torch.long), torch.empty(0, definition_model.config.embedding_size), []
             )
-    prompts = _prompt_dataset(definitions, tokenizer, _reader_max_length(definition_model, tokenizer))
+    prompts = _prompt_dataset(
+        definitions, tokenizer, _reader_max_length(definition_model, tokenizer), _word_slots(config)
+    )
     reader_type = definition_model.config.reader_type
     if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
         raise ValueError(
@@ -151,10 +159,13 @@ def compute_definition_embeddings(
         if len(found_words) == len(wanted):
             break
         prompt = DefinitionPrompt.from_features(row)
-        new_positions = _newly_named(prompt, wanted, found_words)
+        new_positions = _newly_named(prompt, wanted, found_words, own_only)
         if not new_positions:
             continue
-        if reader_type == "encoder-only":
+        if reader_type == "encoder-only" and _word_slots(config) == "distinct":
+            positions, tokens = zip(*new_positions)
+            jobs.append((masked_all_slots(prompt, tokenizer.mask_token_id), list(positions), list(tokens)))
+        elif reader_type == "encoder-only":
             masked = dict((position, ids) for ids, position in masked_one_at_a_time(prompt, tokenizer.mask_token_id))
             jobs += [(masked[position], [position], [token]) for position, token in new_positions]
         else:
@@ -180,6 +191,17 @@ def compute_definition_embeddings(
     )
 
 
+def reads_own_definitions_only(config: Any) -> bool:
+    """Whether a reader's embedding of a token comes only from a definition of that token alone (a slot that is the
+    token by itself): always except with the paper's settings (word slots "paper" and the mask-slot readout), which
+    also read the pieces of longer words (``##for`` from a definition of "therefor")."""
+    return _word_slots(config) != "paper" or getattr(config, "readout", "mask-slot") == "pooled-definition"
+
+
+def _word_slots(config: Any) -> str:
+    return getattr(config, "word_slots", None) or "paper"
+
+
 def _reader_max_length(definition_model: PreTrainedModel, tokenizer: Any) -> int | None:
     """The longest prompt the reader can read: its position limit (RoBERTa-style position ids start past the
     padding id), or the tokenizer's limit when that is smaller."""
@@ -193,14 +215,14 @@ def _reader_max_length(definition_model: PreTrainedModel, tokenizer: Any) -> int
     return min(positions, tokenizer_limit) if isinstance(tokenizer_limit, int) else positions
 
 
-def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None):
+def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None, word_slots: str):
     from .definitions import definition_prompt_dataset
 
     columns = set(getattr(definitions, "column_names", None) or [])
     if {"input_ids", "corruption_spans", "word"} <= columns:
         return definitions
     if {"word", "part_of_speech", "definition"} <= columns:
-        return definition_prompt_dataset(definitions, tokenizer, max_length=max_length)
+        return definition_prompt_dataset(definitions, tokenizer, max_length=max_length, word_slots=word_slots)
     raise TypeError(
         "definitions must be a datasets.Dataset with columns word, part_of_speech, definition (e.g. from "
         "read_wordnet_glosses or load_definitions) or with the prompt columns input_ids, corruption_spans, word; "
@@ -209,7 +231,7 @@ def _prompt_dataset(definitions: Any, tokenizer: Any, max_length: int | None):
 
 
 def _definitions_naming(
-    definitions: Any, tokenizer: Any, wanted: set[int], batch_size: int = 2000
+    definitions: Any, tokenizer: Any, wanted: set[int], config: Any, batch_size: int = 2000
 ) -> tuple[Any, set[int] | None]:
     """The raw definitions that are the FIRST to hold some wanted token in a word slot, in their order: the only
     ones whose embeddings are read (a token takes the first definition that names it), so the only ones built into
@@ -222,7 +244,10 @@ def _definitions_naming(
         return definitions, None  # prompts already built (or not a dataset: _prompt_dataset says what is wrong)
     words, unnamed, kept = definitions["word"], set(wanted), []
     for start in range(0, len(words), batch_size):
-        for index, slots in enumerate(slot_token_ids(tokenizer, words[start : start + batch_size]), start):
+        slots_of_batch = slot_token_ids(
+            tokenizer, words[start : start + batch_size], _word_slots(config), reads_own_definitions_only(config)
+        )
+        for index, slots in enumerate(slots_of_batch, start):
             if slots & unnamed:
                 kept.append(index)
                 unnamed -= slots
@@ -242,10 +267,15 @@ def _wanted_tokens(tokenizer: Any, definition_model: PreTrainedModel, token_ids:
     return wanted
 
 
-def _newly_named(prompt: DefinitionPrompt, wanted: set[int], found_words: dict[int, str]) -> list[tuple[int, int]]:
-    """(position, token) of the slot tokens of this prompt that still need an embedding; marks them found."""
+def _newly_named(
+    prompt: DefinitionPrompt, wanted: set[int], found_words: dict[int, str], own_only: bool
+) -> list[tuple[int, int]]:
+    """(position, token) of the slot tokens of this prompt that still need an embedding (with `own_only`, of slots
+    that are one token); marks them found."""
     new = []
     for start, end in prompt.corruption_spans:
+        if own_only and end - start != 1:
+            continue
         for position in range(start, end):
             token = prompt.input_ids[position]
             if token in wanted and token not in found_words:
@@ -307,7 +337,7 @@ class DefinitionEmbeddingReplacement:
         tokenizer: Its tokenizer (saved next to it).
         replaced_token_ids: The replaced rows, in the order the strategy ranked them.
         alpha: Percentage of the vocabulary size N that bounds the number of replaced rows.
-        strategy: "last", "random" or "top" (Appendix F).
+        strategy: "rare" (fewest occurrences in the task texts first), "last", "random" or "top" (Appendix F).
         appearing_only: Only tokens that appear in the task texts were replaced (Appendix M).
         vocabulary_size: N, the rows of the input embedding matrix.
         task_vocabulary_size: |V_task|, the distinct non-special tokens of the task texts.
@@ -316,6 +346,8 @@ class DefinitionEmbeddingReplacement:
         definitions: What the definitions were (free text, for the card).
         held_out: The reader against the mean embedding on held-out words (`HeldOutComparison.summary()`), when
             it was checked.
+        blend: lambda of the written rows e + lambda (e_d - e) (1: the definition embedding itself, the paper's).
+        original_norms: e_d was rescaled to the norm of the row it replaces before blending.
     """
 
     model: PreTrainedModel
@@ -331,6 +363,8 @@ class DefinitionEmbeddingReplacement:
     definitions: str | None = None
     seed: int | None = None
     held_out: dict[str, Any] | None = None
+    blend: float = 1.0
+    original_norms: bool = False
 
     def summary(self) -> dict[str, Any]:
         """What was replaced, as stored in the saved config (`definition_embeddings`) and in the card."""
@@ -345,6 +379,8 @@ class DefinitionEmbeddingReplacement:
             "definition_model": self.definition_model,
             "definitions": self.definitions,
             "seed": self.seed,
+            "blend": self.blend,
+            "original_norms": self.original_norms,
             **({"held_out": self.held_out} if self.held_out is not None else {}),
         }
 
@@ -408,7 +444,8 @@ Language Models*), written by the `hf-entity-models` package. Everything else is
 |---|---|
 | Replaced rows | {{ replaced_tokens }} of N = {{ vocabulary_size }} |
 | alpha | {{ alpha }} (at most alpha% x N rows) |
-| Strategy | `{{ strategy }}` ({% if strategy == "last" %}the tokens of the task with the largest vocabulary indexes, \
+| Rows written | {% if original_norms %}e + {{ blend }} (e_d' - e), e_d' = the definition embedding at the norm of the row it replaces{% else %}e + {{ blend }} (e_d - e), e_d = the definition embedding as the reader gives it{% endif %} |
+| Strategy | `{{ strategy }}` ({% if strategy == "rare" %}the tokens that occur least often in the task texts{% elif strategy == "last" %}the tokens of the task with the largest vocabulary indexes, \
 i.e. the rarest in pre-training{% elif strategy == "top" %}the tokens of the task with the smallest indexes from 5000 \
 on{% else %}random tokens of the task, seed {{ seed }}{% endif %}) |
 | Tokens replaced | {% if appearing_only %}only tokens that appear in the task texts{% else %}every token with a definition \
@@ -491,18 +528,21 @@ def apply_definition_embeddings(
     definition_model: Any,
     task_texts: Sequence[str],
     alpha: float,
-    strategy: str = "last",
+    strategy: str = "rare",
     appearing_only: bool = True,
     definitions: Any = None,
     seed: int = 0,
     inplace: bool = False,
     definitions_description: str | None = None,
     show_progress: bool = True,
+    blend: float = 1.0,
+    original_norms: bool = True,
 ) -> DefinitionEmbeddingReplacement:
     """Replace the token embeddings of the rare tokens of a task with definition embeddings (Section 5.3).
 
     V_task is the set of non-special tokens of `task_texts`. min(alpha% x N, |V_task|) of its tokens, ranked by
-    `strategy`, get e(v) = e_d(v); tokens that no definition names are passed over (footnote 7) and the budget is
+    `strategy`, get e(v) <- e(v) + blend (e_d'(v) - e(v)), where e_d' is the definition embedding rescaled to the
+    norm of e(v) (`original_norms`; the paper writes e_d itself: blend 1, original_norms False); tokens that no definition names are passed over (footnote 7) and the budget is
     filled from further down the ranking, so fewer rows are replaced only when the task's defined tokens run out. With `appearing_only=False` (Appendix M) the index range [X, N] that holds that many task tokens is
     replaced whole, tokens absent from the task included ("last" and "top" only).
 
@@ -513,14 +553,19 @@ def apply_definition_embeddings(
             `TokenDefinitionEmbeddings` it computed.
         task_texts: The texts of the downstream task (its training data).
         alpha: Percentage of the vocabulary size, 0 to 100 (the paper tunes it on validation: 1 to 100).
-        strategy: "last" (largest vocabulary indexes first: the rarest tokens, the paper's choice), "top" (smallest
-            indexes from 5000 on) or "random" (seeded).
+        strategy: "rare" (fewest occurrences in `task_texts` first, ties by larger index: rarity by real counts, for
+            vocabularies that are not frequency-ordered, like BERT's), "last" (largest vocabulary indexes first, the
+            paper's choice for BPE vocabularies ordered by merge frequency), "top" (smallest indexes from 5000 on)
+            or "random" (seeded).
         appearing_only: Replace only tokens of V_task (the paper's default).
         definitions: The definitions to read when `definition_model` is a model.
         seed: Seed of the "random" strategy.
         inplace: Modify `model` itself instead of a copy.
         definitions_description: What the definitions were, for the card (e.g. "WordNet 3.0 glosses").
         show_progress: Show progress bars.
+        blend: lambda in [0, 1]: how far each row moves from its original value to the definition embedding.
+        original_norms: Rescale each definition embedding to the norm of the row it replaces (a scale-free reader
+            gives directions; an MSE reader's predictions are far shorter than real rows).
 
     Returns:
         A `DefinitionEmbeddingReplacement` (`.model`, `.replaced_token_ids`, `.save_pretrained`, `.push_to_hub`).
@@ -535,10 +580,13 @@ def apply_definition_embeddings(
     ```
     """
     _check_replacement_arguments(alpha, strategy, appearing_only, task_texts)
+    if isinstance(blend, bool) or not isinstance(blend, numbers.Real) or not 0 <= blend <= 1:
+        raise ValueError(f"blend is lambda in e + lambda (e_d - e) and must lie in 0..1, got {blend!r}.")
     embedding_matrix = model.get_input_embeddings().weight
     vocabulary_size, width = embedding_matrix.shape
     special = set(tokenizer.all_special_ids)
-    task_vocabulary = _task_vocabulary(tokenizer, task_texts, special)
+    task_counts = _task_token_counts(tokenizer, task_texts, special)
+    task_vocabulary = set(task_counts)
     if not task_vocabulary:
         raise ValueError("The task texts contain no token other than special tokens: give the task's training texts.")
     outside = [token for token in task_vocabulary if token >= vocabulary_size]
@@ -548,13 +596,13 @@ def apply_definition_embeddings(
             "model's own tokenizer."
         )
     budget = replacement_budget(alpha, vocabulary_size, len(task_vocabulary))
-    ranked = _ranked_tokens(strategy, task_vocabulary, vocabulary_size, seed)
+    ranked = _ranked_tokens(strategy, task_counts, seed)
     wanted: Iterable[int] | None = task_vocabulary if appearing_only else None
     named = None  # the task tokens some definition names, when known before reading
     raw_definitions = "definition" in (getattr(definitions, "column_names", None) or [])
     if appearing_only and raw_definitions and isinstance(definition_model, PreTrainedModel):
         # Read only what is written: the `budget` best-ranked task tokens that some definition names.
-        definitions, named = _definitions_naming(definitions, tokenizer, task_vocabulary)
+        definitions, named = _definitions_naming(definitions, tokenizer, task_vocabulary, definition_model.config)
         wanted = [token for token in ranked if token in named][:budget]
     found = _definition_embeddings(definition_model, tokenizer, definitions, wanted, show_progress)
     if found.embeddings.shape[1] != width:
@@ -569,7 +617,7 @@ def apply_definition_embeddings(
     else:
         replaced = _whole_range(strategy, defined_task_tokens[:budget], vectors, special)
     target = model if inplace else copy.deepcopy(model)
-    _write_rows(target, replaced, vectors)
+    _write_rows(target, replaced, vectors, float(blend), original_norms)
     result = DefinitionEmbeddingReplacement(
         model=target,
         tokenizer=tokenizer,
@@ -583,6 +631,8 @@ def apply_definition_embeddings(
         definition_model=_reader_name(definition_model),
         definitions=definitions_description,
         seed=seed if strategy == "random" else None,
+        blend=float(blend),
+        original_norms=bool(original_norms),
     )
     target.config.definition_embeddings = result.summary()
     logger.info(
@@ -611,10 +661,10 @@ def _check_replacement_arguments(alpha: float, strategy: str, appearing_only: bo
         raise ValueError(f"alpha is a percentage of the vocabulary size and must lie in 0..100, got {alpha!r}.")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
-    if not appearing_only and strategy == "random":
+    if not appearing_only and strategy in ("random", "rare"):
         raise ValueError(
-            "appearing_only=False replaces a whole index range (Appendix M), which the 'random' strategy does not "
-            "have: use strategy='last' or 'top', or appearing_only=True."
+            f"appearing_only=False replaces a whole index range (Appendix M), which the {strategy!r} strategy does "
+            "not have: use strategy='last' or 'top', or appearing_only=True."
         )
     if isinstance(task_texts, str) or not isinstance(task_texts, Sequence):
         raise TypeError("task_texts must be a list of strings (the task's training texts), not a single string.")
@@ -625,13 +675,16 @@ def _check_replacement_arguments(alpha: float, strategy: str, appearing_only: bo
         raise TypeError(f"task_texts must hold strings, found {type(bad).__name__}.")
 
 
-def _task_vocabulary(tokenizer: Any, task_texts: Sequence[str], special: set[int]) -> set[int]:
-    vocabulary: set[int] = set()
+def _task_token_counts(tokenizer: Any, task_texts: Sequence[str], special: set[int]) -> Counter:
+    """How often each non-special token occurs in the task texts."""
+    counts: Counter = Counter()
     for start in range(0, len(task_texts), 1000):
         encoded = tokenizer(list(task_texts[start : start + 1000]), add_special_tokens=False)["input_ids"]
         for ids in encoded:
-            vocabulary.update(ids)
-    return vocabulary - special
+            counts.update(ids)
+    for token in special:
+        counts.pop(token, None)
+    return counts
 
 
 def _definition_embeddings(definition_model, tokenizer, definitions, token_ids, show_progress):
@@ -650,7 +703,10 @@ def _definition_embeddings(definition_model, tokenizer, definitions, token_ids, 
     return compute_definition_embeddings(definition_model, tokenizer, definitions, token_ids, show_progress=show_progress)
 
 
-def _ranked_tokens(strategy: str, task_vocabulary: set[int], vocabulary_size: int, seed: int) -> list[int]:
+def _ranked_tokens(strategy: str, task_counts: Counter, seed: int) -> list[int]:
+    task_vocabulary = set(task_counts)
+    if strategy == "rare":
+        return sorted(task_vocabulary, key=lambda token: (task_counts[token], -token))
     if strategy == "last":
         return sorted(task_vocabulary, reverse=True)
     if strategy == "top":
@@ -671,13 +727,35 @@ def _whole_range(strategy: str, chosen: list[int], vectors: dict[int, torch.Tens
     return sorted(token for token in vectors if TOP_STRATEGY_FIRST_INDEX <= token <= high and token not in special)
 
 
+def blended_rows(original: torch.Tensor, definition: torch.Tensor, blend: float, original_norms: bool) -> torch.Tensor:
+    """e + blend (e_d' - e), row by row; e_d' = e_d rescaled to the norm of e when `original_norms`, else e_d.
+
+    Example:
+
+    ```python
+    >>> original, definition = torch.tensor([[3.0, 4.0]]), torch.tensor([[0.0, 1.0]])
+    >>> blended_rows(original, definition, 0.5, original_norms=True)  # e_d' = (0, 5)
+    tensor([[1.5000, 4.5000]])
+
+    ```
+    """
+    original, definition = original.float(), definition.float()
+    if original_norms:
+        scale = original.norm(dim=-1, keepdim=True) / definition.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+        definition = definition * scale
+    return original + blend * (definition - original)
+
+
 @torch.no_grad()
-def _write_rows(model: PreTrainedModel, token_ids: list[int], vectors: dict[int, torch.Tensor]) -> None:
+def _write_rows(
+    model: PreTrainedModel, token_ids: list[int], vectors: dict[int, torch.Tensor], blend: float, original_norms: bool
+) -> None:
     if not token_ids:
         return
     weight = model.get_input_embeddings().weight
-    rows = torch.stack([vectors[token] for token in token_ids]).to(weight.device, weight.dtype)
     index = torch.tensor(token_ids, device=weight.device)
+    definitions = torch.stack([vectors[token] for token in token_ids]).to(weight.device)
+    rows = blended_rows(weight[index], definitions, blend, original_norms).to(weight.dtype)
     weight[index] = rows
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     output_weight = getattr(output, "weight", None)

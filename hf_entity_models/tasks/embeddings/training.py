@@ -26,7 +26,13 @@ from .collator import READER_TYPES, DefinitionCollator
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["DEFINITION_TRAINING_DEFAULTS", "build_definition_trainer", "definition_training_arguments"]
+__all__ = [
+    "DEFINITION_TRAINING_DEFAULTS",
+    "build_definition_trainer",
+    "definition_collator",
+    "definition_training_arguments",
+    "fit_projection_by_least_squares",
+]
 
 DEFINITION_TRAINING_DEFAULTS: dict[str, Any] = {
     # Adam: AdamW without weight decay is exactly Adam.
@@ -130,8 +136,14 @@ def build_definition_trainer(
         )
     decoder_start = _config_value(reader_config, "decoder_start_token_id") if reader_type == "encoder-decoder" else None
 
+    word_slots = _config_value(config, "word_slots") or "paper"
+    pooled = _config_value(config, "readout") == "pooled-definition"
+
     def collator(collator_seed: int) -> DefinitionCollator:
-        return DefinitionCollator(tokenizer, reader_type, seed=collator_seed, decoder_start_token_id=decoder_start)
+        return DefinitionCollator(
+            tokenizer, reader_type, seed=collator_seed, decoder_start_token_id=decoder_start,
+            word_slots=word_slots, single_token_slots_only=pooled,
+        )
 
     return DefinitionTrainer(
         model=model,
@@ -142,6 +154,78 @@ def build_definition_trainer(
         processing_class=tokenizer,
         eval_collator_factory=lambda: collator(seed + EVAL_SEED_OFFSET),
     )
+
+
+def definition_collator(model: Any, tokenizer: Any, seed: int = 0) -> DefinitionCollator:
+    """The collator that builds `model`'s training batches as its config says (reader type, word slots; a
+    pooled-definition reader labels single-token slots only)."""
+    config = model.config
+    reader_type = config.reader_type
+    decoder_start = (
+        _config_value(config.reader_config, "decoder_start_token_id") if reader_type == "encoder-decoder" else None
+    )
+    return DefinitionCollator(
+        tokenizer, reader_type, seed=seed, decoder_start_token_id=decoder_start,
+        word_slots=_config_value(config, "word_slots") or "paper",
+        single_token_slots_only=_config_value(config, "readout") == "pooled-definition",
+    )
+
+
+# Prompts the least-squares start of A reads: enough for a 384-wide map not to overfit, and ~40 s of MiniLM on 2 cores.
+LEAST_SQUARES_PROMPTS = 4096
+
+
+@torch.no_grad()
+def fit_projection_by_least_squares(
+    model: Any, tokenizer: Any, prompts: Any, max_prompts: int = LEAST_SQUARES_PROMPTS, batch_size: int = 64,
+    ridge: float = 0.1,
+) -> int:
+    """Start the linear map A from the ridge least-squares fit of the targets on the frozen reader's states.
+
+    The reader reads `prompts` (at most `max_prompts`) exactly as its training batches are built, and A becomes
+    argmin_A sum_j ||A s_j - t_j||^2 + ridge * (mean diagonal of S^T S) * ||A||^2 over the labelled positions, with
+    t_j the target embedding (unit-normalised when ``config.loss == "cosine"``). It takes seconds and replaces the
+    first hundreds of steps of a random A. (MiniLM-L6, pooled readout, cosine on 1,000 held-out words: 0.13 from
+    640 prompts at ridge 1e-3, 0.29 from 2,000 at 0.1, 0.33 from 6,000 at 0.1; the mean embedding 0.09.)
+
+    Returns:
+        The number of labelled positions the fit used (0: nothing labelled, A left as it was).
+
+    Example:
+        >>> fit_projection_by_least_squares(reader, tokenizer, prompts)  # doctest: +SKIP
+        1987
+    """
+    collator = definition_collator(model, tokenizer, seed=0)
+    states: list[torch.Tensor] = []
+    capture = model.embedding_projection.register_forward_pre_hook(lambda module, inputs: states.append(inputs[0]))
+    was_training = model.training
+    model.eval()
+    labels_seen: list[torch.Tensor] = []
+    try:
+        rows = prompts.select(range(min(max_prompts, len(prompts))))
+        for start in range(0, len(rows), batch_size):
+            batch = collator([rows[index] for index in range(start, min(start + batch_size, len(rows)))])
+            batch = {key: value.to(model.device) for key, value in batch.items()}
+            labels = batch.pop("labels")
+            model(**batch)
+            labelled = labels != -100
+            states[-1] = states[-1][labelled].double().cpu()
+            labels_seen.append(labels[labelled].cpu())
+    finally:
+        capture.remove()
+        model.train(was_training)
+    if not labels_seen or sum(len(labels) for labels in labels_seen) == 0:
+        return 0
+    features = torch.cat(states)
+    targets = model.target_embeddings[torch.cat(labels_seen).to(model.target_embeddings.device)].double().cpu()
+    if model.config.loss == "cosine":
+        targets = targets / targets.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    gram = features.T @ features
+    gram += ridge * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)
+    solution = torch.linalg.solve(gram, features.T @ targets)  # (H_s, H_e)
+    weight = model.embedding_projection.weight
+    weight.copy_(solution.T.to(weight.device, weight.dtype))
+    return features.shape[0]
 
 
 # Evaluation corruption comes from its own seed, apart from the training stream.
