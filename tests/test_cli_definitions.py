@@ -86,16 +86,30 @@ def test_a_task_text_file_that_is_not_text_is_named_in_one_line(inputs, tmp_path
 
 def test_training_builds_prompts_only_for_the_definitions_its_steps_read():
     import argparse
+    from types import SimpleNamespace
 
     from datasets import Dataset
 
     from hf_entity_models.cli.embeddings import _training_definitions
+    from hf_entity_models.tasks.embeddings.training import LEAST_SQUARES_PROMPTS
+
+    mask_slot = SimpleNamespace(readout="mask-slot", word_slots="paper")
+
+    def draw(max_steps, preset="paper", definitions=None, config=mask_slot):
+        arguments = argparse.Namespace(max_steps=max_steps, batch_size=3, seed=0, preset=preset)
+        return _training_definitions(arguments, definitions, wordpiece_tokenizer(), config)
 
     definitions = Dataset.from_dict({"word": [f"w{index}" for index in range(10)]})
-    chosen = _training_definitions(argparse.Namespace(max_steps=2, batch_size=3, seed=0), definitions)
-    again = _training_definitions(argparse.Namespace(max_steps=2, batch_size=3, seed=0), definitions)
+    chosen, again = draw(2, definitions=definitions), draw(2, definitions=definitions)
     assert len(chosen) == 6 and chosen["word"] == again["word"] and set(chosen["word"]) <= set(definitions["word"])
-    assert _training_definitions(argparse.Namespace(max_steps=4, batch_size=3, seed=0), definitions) is definitions
+    assert draw(4, definitions=definitions) is definitions
+    # The default preset also reads the least-squares start's sample of A (4,096 prompts): here, everything.
+    assert LEAST_SQUARES_PROMPTS > 10 and draw(2, "default", definitions) is definitions
+    # A pooled-definition reader rebuilds single-token words only: it draws from their definitions.
+    words = Dataset.from_dict({"word": ["cat", "snowboarders", "dog", "discomforting"]})
+    pooled = SimpleNamespace(readout="pooled-definition", word_slots="distinct")
+    assert wordpiece_tokenizer().tokenize("snowboarders")[1:] and wordpiece_tokenizer().tokenize("discomforting")[1:]
+    assert sorted(draw(2, "default", words, pooled)["word"]) == ["cat", "dog"]
 
 
 GATE_WORDS = ["cat", "dog", "happy", "mat", "zebra", "sat", "barked", "small", "feline", "animal", "canine", "pleasure"]

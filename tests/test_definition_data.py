@@ -19,7 +19,7 @@ from embedding_fixtures import (
 )
 from transformers import AutoTokenizer
 
-from hf_entity_models.models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
+from hf_entity_models.models.definition_emb import PAPER_SETTINGS, DefinitionEmbConfig, DefinitionEmbModel
 from hf_entity_models.tasks.embeddings.collator import DefinitionCollator
 from hf_entity_models.tasks.embeddings.definitions import (
     definition_prompt_dataset,
@@ -248,7 +248,7 @@ def test_a_definitions_file_that_is_not_utf8_is_refused_naming_it(tmp_path, name
 @pytest.mark.parametrize("tokenizer_name", ["roberta", "wordpiece"])
 def test_prompt_dataset_over_real_glosses(gloss_sample, tokenizer_name):
     tokenizer = roberta_tokenizer() if tokenizer_name == "roberta" else wordpiece_tokenizer()
-    prompts = definition_prompt_dataset(gloss_sample, tokenizer)
+    prompts = definition_prompt_dataset(gloss_sample, tokenizer, word_slots="paper")
     assert prompts.column_names == ["input_ids", "corruption_spans", "word"]
     assert len(prompts) == len(gloss_sample) and prompts["word"] == gloss_sample["word"]
     for row, gloss in zip(prompts.select(range(0, len(prompts), 30)), gloss_sample.select(range(0, len(prompts), 30))):
@@ -317,7 +317,7 @@ ENTRIES = (("discomfort", "verb", "To cause annoyance or distress to"), ("cat", 
 def test_encoder_only_batches():
     tokenizer = roberta_tokenizer()
     prompts, rows = _rows(tokenizer, *ENTRIES)
-    collator = DefinitionCollator(tokenizer, "encoder-only", seed=5)
+    collator = DefinitionCollator(tokenizer, "encoder-only", seed=5, word_slots="paper")
     batch = collator(rows)
     assert sorted(batch) == ["attention_mask", "input_ids", "labels"]
     lengths = [len(prompt.input_ids) for prompt in prompts]
@@ -334,8 +334,26 @@ def test_encoder_only_batches():
     # Fresh corruption every call, reproducible from the seed.
     later = [collator(rows)["input_ids"] for _ in range(5)]
     assert any(not torch.equal(batch["input_ids"], ids) for ids in later)
-    again = DefinitionCollator(tokenizer, "encoder-only", seed=5)
+    again = DefinitionCollator(tokenizer, "encoder-only", seed=5, word_slots="paper")
     assert torch.equal(again(rows)["input_ids"], batch["input_ids"])
+
+
+def test_distinct_slot_batches_mask_every_slot_token_and_can_label_single_token_slots_only():
+    tokenizer = roberta_tokenizer()
+    prompts, rows = _rows(tokenizer, *ENTRIES)
+    batch = DefinitionCollator(tokenizer, "encoder-only", seed=5)(rows)  # word_slots="distinct"
+    pooled = DefinitionCollator(tokenizer, "encoder-only", seed=5, single_token_slots_only=True)(rows)
+    for row, prompt in enumerate(prompts):
+        slots = set(prompt.span_positions())
+        for position, token in enumerate(prompt.input_ids):
+            expected = tokenizer.mask_token_id if position in slots else token
+            assert batch["input_ids"][row, position] == expected
+            assert pooled["input_ids"][row, position] == expected  # unlabelled slots are hidden too
+            assert batch["labels"][row, position] == (token if position in slots else -100)
+        single = {start for start, end in prompt.corruption_spans if end - start == 1}
+        assert {int(p) for p in (pooled["labels"][row] != -100).nonzero().flatten()} == single
+    # "cat" is one token in every slot, "discomfort" is several in some.
+    assert 0 < int((pooled["labels"][0] != -100).sum()) < int((batch["labels"][0] != -100).sum())
 
 
 def test_encoder_decoder_batches():
@@ -402,8 +420,10 @@ def test_every_evaluation_reads_the_same_corruption_and_training_lowers_the_held
 
     torch.manual_seed(0)
     tokenizer = roberta_tokenizer()
-    model = DefinitionEmbModel.from_pretrained_model(RobertaModel(tiny_roberta_config(tokenizer)))
-    prompts = definition_prompt_dataset(gloss_sample.select(range(48)), tokenizer, max_length=128)
+    # The paper's corruption is random (the default masks every slot, the same at every evaluation by construction),
+    # and its visible slots let a tiny random reader lower the loss on unseen words.
+    model = DefinitionEmbModel.from_pretrained_model(RobertaModel(tiny_roberta_config(tokenizer)), **PAPER_SETTINGS)
+    prompts = definition_prompt_dataset(gloss_sample.select(range(48)), tokenizer, max_length=128, word_slots="paper")
     train, held_out = prompts.select(range(32)), prompts.select(range(32, 48))
     args = definition_training_arguments(
         str(tmp_path), max_steps=25, per_device_train_batch_size=8, per_device_eval_batch_size=8, learning_rate=3e-3,

@@ -9,6 +9,7 @@ of sum_h (e_d - e)^2; then the mean over the examples that have a labelled posit
 """
 
 import json
+import math
 
 import pytest
 import torch
@@ -103,7 +104,7 @@ def batch_for(model: DefinitionEmbModel, seed: int = 1) -> dict[str, torch.Tenso
     return batch
 
 
-def hand_loss(definition_embeddings: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor) -> float:
+def hand_loss(definition_embeddings: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor, loss: str) -> float:
     per_example = []
     for example in range(labels.shape[0]):
         distances = []
@@ -111,9 +112,13 @@ def hand_loss(definition_embeddings: torch.Tensor, labels: torch.Tensor, targets
             label = int(labels[example, position])
             if label == -100:
                 continue
-            distance = 0.0
-            for dim in range(targets.shape[1]):
-                distance += (float(definition_embeddings[example, position, dim]) - float(targets[label, dim])) ** 2
+            predicted = [float(value) for value in definition_embeddings[example, position]]
+            target = [float(value) for value in targets[label]]
+            if loss == "mse":
+                distance = sum((a - b) ** 2 for a, b in zip(predicted, target))
+            else:
+                dot = sum(a * b for a, b in zip(predicted, target))
+                distance = 1.0 - dot / (math.sqrt(sum(a * a for a in predicted)) * math.sqrt(sum(b * b for b in target)))
             distances.append(distance)
         if distances:
             per_example.append(sum(distances) / len(distances))
@@ -180,9 +185,10 @@ def test_bad_configs_are_refused(fields, message):
 
 
 # ------------------------------------------------------------------------------------------------------ loss
+@pytest.mark.parametrize("loss", ["mse", "cosine"])
 @pytest.mark.parametrize("reader_config", [roberta_config(), bart_config()], ids=["encoder-only", "encoder-decoder"])
-def test_loss_equals_a_hand_computation(reader_config):
-    model = definition_model(reader_config)
+def test_loss_equals_a_hand_computation(reader_config, loss):
+    model = definition_model(reader_config, loss=loss)
     batch = batch_for(model)
     with torch.no_grad():
         output = model(**batch)
@@ -190,13 +196,48 @@ def test_loss_equals_a_hand_computation(reader_config):
         projection = model.embedding_projection.weight  # A: (H_e, H_s)
         expected_embeddings = torch.einsum("bth,eh->bte", states, projection)
     torch.testing.assert_close(output.definition_embeddings, expected_embeddings)
-    expected = hand_loss(expected_embeddings, batch["labels"], model.target_embeddings)
+    expected = hand_loss(expected_embeddings, batch["labels"], model.target_embeddings, loss)
     assert expected > 0
     assert output.loss.item() == pytest.approx(expected, rel=1e-5)
     # The example without a labelled position counts for nothing: dropping it leaves the loss unchanged.
     kept = {key: value[[0, 2]] for key, value in batch.items()}
     with torch.no_grad():
         assert model(**kept).loss.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_pooled_definition_readout_is_a_of_the_masked_mean_state_at_every_position():
+    model = definition_model(roberta_config(), readout="pooled-definition")
+    batch = batch_for(model)
+    with torch.no_grad():
+        output = model(**batch)
+        states = reader_states(model, batch)  # (B, T, H_s)
+    for example in range(states.shape[0]):
+        real = [position for position in range(states.shape[1]) if batch["attention_mask"][example, position] == 1]
+        pooled = sum(states[example, position] for position in real) / len(real)
+        expected = model.embedding_projection.weight @ pooled
+        for position in range(states.shape[1]):
+            torch.testing.assert_close(output.definition_embeddings[example, position], expected)
+    expected_loss = hand_loss(output.definition_embeddings, batch["labels"], model.target_embeddings, "cosine")
+    assert output.loss.item() == pytest.approx(expected_loss, rel=1e-5)
+
+
+def test_the_default_readout_follows_the_models_head_and_old_configs_load_as_the_paper():
+    sentence_encoder = bert_config(architectures=["BertModel"])
+    masked_lm = bert_config(architectures=["BertForMaskedLM"])
+    assert DefinitionEmbConfig(reader_config=sentence_encoder).readout == "pooled-definition"
+    assert DefinitionEmbConfig(reader_config=masked_lm).readout == "mask-slot"
+    assert DefinitionEmbConfig(reader_config=roberta_config()).readout == "mask-slot"  # no architecture recorded
+    assert DefinitionEmbConfig(reader_config=bart_config()).readout == "mask-slot"
+    config = DefinitionEmbConfig(reader_config=masked_lm)
+    assert (config.word_slots, config.loss) == ("distinct", "cosine")
+    with pytest.raises(ValueError, match="pooled-definition.*encoder-decoder"):
+        DefinitionEmbConfig(reader_config=bart_config(), readout="pooled-definition")
+    # A config saved before these fields existed was trained with the paper's settings and loads as such.
+    saved = config.to_dict()
+    for key in ("word_slots", "readout", "loss"):
+        saved.pop(key)
+    old = DefinitionEmbConfig.from_dict(saved)
+    assert (old.word_slots, old.readout, old.loss) == ("paper", "mask-slot", "mse")
 
 
 def test_a_batch_without_labelled_positions_has_zero_loss_and_a_valid_backward():

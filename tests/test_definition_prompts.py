@@ -19,8 +19,10 @@ from hf_entity_models.tasks.embeddings.prompts import (
     corrupt_for_encoder,
     default_decoder_start_token_id,
     encoder_decoder_example,
+    masked_all_slots,
     masked_one_at_a_time,
     random_replacement_ids,
+    slot_token_ids,
     sentinel_token_ids,
     tokenizer_convention,
     word_forms,
@@ -91,12 +93,55 @@ def test_wordpiece_bpe_form_is_continuation_pieces():
     assert tokenizer.convert_ids_to_tokens(forms["word"]) == ["discomfort"]
     # bert-base-uncased lowercases: "Discomfort" and "DISCOMFORT" become the same tokens (its own convention).
     assert forms["capitalized"] == forms["uppercase"] == forms["word"]
-    prompt = build_definition_prompt(tokenizer, DISCOMFORT)
+    prompt = build_definition_prompt(tokenizer, DISCOMFORT, word_slots="paper")
     tokens = tokenizer.convert_ids_to_tokens(prompt.input_ids)
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
     slots = [tokens[start:end] for start, end in prompt.corruption_spans]
     assert slots == [["discomfort"], pieces, ["discomfort"], ["discomfort"]]
     assert tokens[1:6] == ["the", "definition", "of", "discomfort", "is"]
+
+
+def test_distinct_slots_drop_copies_and_pieces_an_uncased_wordpiece_tokenizer_makes():
+    tokenizer = wordpiece_tokenizer()
+    prompt = build_definition_prompt(tokenizer, DISCOMFORT)  # word_slots="distinct", the default
+    expected = "[CLS] the definition of discomfort is to cause annoyance or distress to. its part - of - speech is verb. [SEP]"
+    assert tokenizer.decode(prompt.input_ids) == expected
+    tokens = tokenizer.convert_ids_to_tokens(prompt.input_ids)
+    assert [tokens[start:end] for start, end in prompt.corruption_spans] == [["discomfort"]]
+
+
+def test_distinct_slots_keep_every_form_a_cased_bpe_tokenizer_tells_apart(gpt2_tokenizer):
+    prompt = build_definition_prompt(gpt2_tokenizer, DISCOMFORT)
+    assert gpt2_tokenizer.decode(prompt.input_ids) == FIGURE_17_A
+    # "Paris" is already capitalised: its capitalised slot would repeat the word slot, so the prompt drops it.
+    paris = build_definition_prompt(gpt2_tokenizer, WordDefinition("Paris", "noun", "the capital of France"))
+    assert gpt2_tokenizer.decode(paris.input_ids) == (
+        "The definition of Paris is the capital of France. Its part-of-speech, bpe-form without space, and uppercase "
+        "are noun, Paris, and PARIS, respectively."
+    )
+    spans = [gpt2_tokenizer.decode(paris.input_ids[start:end]) for start, end in paris.corruption_spans]
+    assert spans == [" Paris", "Paris", " PARIS"]
+
+
+def test_slot_tokens_with_and_without_pieces():
+    tokenizer = wordpiece_tokenizer()
+    [single] = slot_token_ids(tokenizer, ["discomfort"], "distinct", single_token_slots_only=True)
+    assert tokenizer.convert_ids_to_tokens(sorted(single)) == ["discomfort"]
+    [paper] = slot_token_ids(tokenizer, ["discomfort"], "paper")
+    assert sorted(tokenizer.convert_ids_to_tokens(sorted(paper))) == ["##com", "##dis", "##fort", "discomfort"]
+    # A word the vocabulary spells in pieces has no single-token slot: no definition of its own for any piece.
+    word = next(w for w in ("unbelievably", "misunderstanding", "snowboarder") if len(word_forms(tokenizer, w)["word"]) > 1)
+    assert slot_token_ids(tokenizer, [word], "distinct", single_token_slots_only=True) == [set()]
+
+
+def test_masked_all_slots_hides_every_slot_token():
+    tokenizer = roberta_tokenizer()
+    prompt = build_definition_prompt(tokenizer, DISCOMFORT)
+    masked = masked_all_slots(prompt, tokenizer.mask_token_id)
+    positions = set(prompt.span_positions())
+    assert len(positions) == 9  # Ġdiscomfort | dis comfort | ĠDis comfort | ĠDIS COM F ORT
+    assert all(masked[index] == tokenizer.mask_token_id for index in positions)
+    assert all(masked[index] == prompt.input_ids[index] for index in range(len(masked)) if index not in positions)
 
 
 def test_wordpiece_bpe_form_falls_back_to_the_word_when_it_cannot_be_spelled():

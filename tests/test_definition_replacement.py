@@ -17,6 +17,7 @@ from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
 from transformers import BartModel, BertForMaskedLM, BertModel
 
 from hf_entity_models import DefinitionEmbConfig, DefinitionEmbModel
+from hf_entity_models.models.definition_emb import PAPER_SETTINGS
 from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt
 import hf_entity_models.tasks.embeddings.replacement as replacement
 from hf_entity_models.tasks.embeddings.replacement import (
@@ -43,9 +44,10 @@ def definitions_dataset() -> Dataset:
     })
 
 
-def bert_reader() -> DefinitionEmbModel:
+def bert_reader(**settings) -> DefinitionEmbModel:
     torch.manual_seed(0)
-    return DefinitionEmbModel.from_pretrained_model(BertModel(tiny_bert_config(wordpiece_tokenizer()))).eval()
+    plm = BertModel(tiny_bert_config(wordpiece_tokenizer()))
+    return DefinitionEmbModel.from_pretrained_model(plm, **settings).eval()
 
 
 def bart_reader() -> DefinitionEmbModel:
@@ -54,13 +56,13 @@ def bart_reader() -> DefinitionEmbModel:
 
 
 # ------------------------------------------------------------------------------------- definition embeddings
-def test_encoder_reader_masks_one_slot_token_at_a_time_and_the_first_definition_wins():
-    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+def test_paper_reader_masks_one_slot_token_at_a_time_and_the_first_definition_wins():
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader(**PAPER_SETTINGS)
     found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)
     vectors = found.as_dict()
     cat = tokenizer.convert_tokens_to_ids("cat")
     # Independent slow reference: the first definition of "cat", its word slot masked alone, read by the model.
-    prompt = build_definition_prompt(tokenizer, WordDefinition(*DEFINITIONS[0]))
+    prompt = build_definition_prompt(tokenizer, WordDefinition(*DEFINITIONS[0]), word_slots="paper")
     position = prompt.corruption_spans[0][0]
     assert prompt.input_ids[position] == cat
     masked = list(prompt.input_ids)
@@ -73,11 +75,58 @@ def test_encoder_reader_masks_one_slot_token_at_a_time_and_the_first_definition_
     slot_tokens = {
         token
         for row in DEFINITIONS
-        for start, end in build_definition_prompt(tokenizer, WordDefinition(*row)).corruption_spans
-        for token in build_definition_prompt(tokenizer, WordDefinition(*row)).input_ids[start:end]
+        for start, end in build_definition_prompt(tokenizer, WordDefinition(*row), word_slots="paper").corruption_spans
+        for token in build_definition_prompt(tokenizer, WordDefinition(*row), word_slots="paper").input_ids[start:end]
     }
     assert set(vectors) == slot_tokens
     assert not set(vectors) & set(tokenizer.all_special_ids)
+
+
+def test_distinct_slot_reader_reads_each_prompt_once_with_every_slot_masked():
+    from embedding_fixtures import roberta_tokenizer, tiny_roberta_config
+    from transformers import RobertaModel
+
+    tokenizer = roberta_tokenizer()  # cased byte-level BPE: all four slots are distinct forms
+    torch.manual_seed(0)
+    reader = DefinitionEmbModel.from_pretrained_model(RobertaModel(tiny_roberta_config(tokenizer))).eval()
+    assert (reader.config.word_slots, reader.config.readout) == ("distinct", "mask-slot")
+    found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False).as_dict()
+    prompt = build_definition_prompt(tokenizer, WordDefinition(*DEFINITIONS[0]))
+    masked = [tokenizer.mask_token_id if position in prompt.span_positions() else token
+              for position, token in enumerate(prompt.input_ids)]
+    with torch.no_grad():
+        expected = reader(input_ids=torch.tensor([masked])).definition_embeddings[0]
+    singles = [(start, prompt.input_ids[start]) for start, end in prompt.corruption_spans if end - start == 1]
+    assert len(singles) >= 2  # " cat" and "cat" at least
+    for position, token in singles:
+        torch.testing.assert_close(found[token], expected[position], rtol=1e-5, atol=1e-6)
+    # Own definitions only: a piece of a longer form (" CAT" may be split) is not read from this prompt.
+    pieces = {prompt.input_ids[p] for start, end in prompt.corruption_spans if end - start > 1 for p in range(start, end)}
+    assert not pieces & (set(found) - {token for _, token in singles})
+
+
+def test_least_squares_start_of_the_map_equals_a_ridge_fit_by_hand_and_lowers_the_loss():
+    from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset
+    from hf_entity_models.tasks.embeddings.training import definition_collator, fit_projection_by_least_squares
+
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader()
+    with torch.no_grad():  # targets with a structure the states can explain
+        reader.target_embeddings.copy_(torch.randn_like(reader.target_embeddings))
+    prompts = definition_prompt_dataset(definitions_dataset(), tokenizer)
+    batch = definition_collator(reader, tokenizer)([prompts[index] for index in range(len(prompts))])
+    labels = batch.pop("labels")
+    with torch.no_grad():
+        loss_before = reader(**batch, labels=labels).loss.item()
+        states = reader.reader(**batch).last_hidden_state[labels != -100].double()
+    targets = reader.target_embeddings[labels[labels != -100]].double()
+    targets = targets / targets.norm(dim=-1, keepdim=True)  # the cosine loss: unit targets
+    gram = states.T @ states
+    ridge = 0.1 * gram.diagonal().mean()
+    expected = torch.linalg.solve(gram + ridge * torch.eye(gram.shape[0], dtype=gram.dtype), states.T @ targets).T
+    assert fit_projection_by_least_squares(reader, tokenizer, prompts, ridge=0.1) == len(states)
+    torch.testing.assert_close(reader.embedding_projection.weight.double(), expected, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        assert reader(**batch, labels=labels).loss.item() < loss_before
 
 
 def test_requested_tokens_only_and_padding_does_not_change_an_embedding():
@@ -117,10 +166,13 @@ def test_the_held_out_comparison_by_hand():
     tokenizer, reader = wordpiece_tokenizer(), bert_reader()
     embeddings = torch.randn(len(tokenizer), reader.config.embedding_size, generator=torch.Generator().manual_seed(0))
     trained, held_out = definitions_dataset().select([0]), definitions_dataset().select([1, 3])  # "cat"; dog, happy
-    trained_tokens = training_targets(tokenizer, trained)
+    trained_tokens = training_targets(tokenizer, trained, reader.config)
     assert tokenizer.convert_tokens_to_ids("cat") in trained_tokens
     comparison = held_out_comparison(reader, tokenizer, embeddings, held_out, trained_tokens)
-    expected_tokens = sorted(training_targets(tokenizer, held_out) - trained_tokens - set(tokenizer.all_special_ids))
+    # The tokens that are a held-out word by themselves (their own definitions), not pieces of a longer word.
+    own = {token for word in ("dog", "happy") for token in tokenizer(word, add_special_tokens=False)["input_ids"]
+           if len(tokenizer(word, add_special_tokens=False)["input_ids"]) == 1}
+    expected_tokens = sorted(own - trained_tokens - set(tokenizer.all_special_ids))
     found = compute_definition_embeddings(reader, tokenizer, held_out, token_ids=expected_tokens, show_progress=False)
     assert comparison.tokens == len(expected_tokens) == len(found.token_ids) > 0
     regular = [row for row in range(len(tokenizer)) if row not in set(tokenizer.all_special_ids)]
@@ -199,7 +251,8 @@ def test_last_strategy_replaces_the_task_tokens_with_the_largest_indexes_and_not
     found = hand_made_embeddings([token for token in task_tokens if token != without_definition] + [5])
     alpha = 100 * 4.5 / model.config.vocab_size  # floor(alpha% x N) = 4 rows
     before = model.get_input_embeddings().weight.detach().clone()
-    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, show_progress=False)
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, strategy="last",
+                                         blend=1.0, original_norms=False, show_progress=False)
     expected = sorted((token for token in task_tokens if token != without_definition), reverse=True)[:4]
     assert result.replaced_token_ids == expected
     after = result.model.get_input_embeddings().weight.detach()
@@ -268,7 +321,7 @@ def test_whole_range_replaces_tokens_absent_from_the_task_too():
     found = hand_made_embeddings(task_tokens + [absent_inside, absent_below])
     alpha = 100 * 2.5 / model.config.vocab_size  # floor(2.5) = 2 rows
     result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, appearing_only=False,
-                                         show_progress=False)
+                                         strategy="last", show_progress=False)
     # [X, N] holds 2 task tokens; every token with a definition in it is replaced, the one below X is not.
     assert result.replaced_token_ids == sorted([*largest_two, absent_inside], reverse=True)
 
@@ -287,10 +340,38 @@ def test_tied_output_embeddings_follow_the_replaced_rows():
 def test_inplace_modifies_the_given_model():
     model, tokenizer = tiny_bert()
     found = hand_made_embeddings(task_token_ids(tokenizer))
-    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, inplace=True, show_progress=False)
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, inplace=True, blend=1.0,
+                                         original_norms=False, show_progress=False)
     assert result.model is model
     token = result.replaced_token_ids[0]
     torch.testing.assert_close(model.get_input_embeddings().weight[token].detach(), found.as_dict()[token])
+
+
+def test_rare_strategy_ranks_by_counts_in_the_task_texts():
+    model, tokenizer = tiny_bert()
+    task_tokens = task_token_ids(tokenizer)
+    the = tokenizer.convert_tokens_to_ids("the")  # three times in TASK_TEXTS, every other token once
+    found = hand_made_embeddings(task_tokens)
+    alpha = 100 * (len(task_tokens) - 0.5) / model.config.vocab_size  # floor: every task token but one
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=alpha, show_progress=False)
+    assert result.strategy == "rare"
+    assert result.replaced_token_ids == sorted((token for token in task_tokens if token != the), reverse=True)
+
+
+def test_rows_are_written_at_their_own_norm_and_blended():
+    model, tokenizer = tiny_bert()
+    found = hand_made_embeddings(task_token_ids(tokenizer))
+    before = model.get_input_embeddings().weight.detach().clone()
+    result = apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, blend=0.25,
+                                         show_progress=False)
+    after = result.model.get_input_embeddings().weight.detach()
+    for token, definition in found.as_dict().items():
+        original = before[token]
+        rescaled = definition / definition.norm() * original.norm()  # the definition's direction, the row's norm
+        torch.testing.assert_close(after[token], original + 0.25 * (rescaled - original))
+    assert result.summary()["blend"] == 0.25 and result.summary()["original_norms"] is True
+    with pytest.raises(ValueError, match="blend"):
+        apply_definition_embeddings(model, tokenizer, found, TASK_TEXTS, alpha=100, blend=1.5, show_progress=False)
 
 
 def test_a_definition_model_reads_only_the_task_tokens_it_writes(monkeypatch):
@@ -449,19 +530,29 @@ def command_inputs(tmp_path):
     return tmp_path
 
 
-def test_definitions_command_trains_a_reader_and_writes_the_replaced_checkpoint(capsys, command_inputs):
-    out = command_inputs / "out"
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("default", {"word_slots": "distinct", "loss": "cosine", "strategy": "rare", "blend": 0.5, "norms": True}),
+        ("paper", {"word_slots": "paper", "loss": "mse", "strategy": "last", "blend": 1.0, "norms": False}),
+    ],
+)
+def test_definitions_command_trains_a_reader_and_writes_the_replaced_checkpoint(capsys, command_inputs, preset, expected):
+    out = command_inputs / f"out-{preset}"
     status, stdout, err = run_cli(
         capsys, "definitions", command_inputs / "plm", "--definitions", command_inputs / "definitions.tsv",
         "--task-texts", command_inputs / "task.txt", "--alpha", "100", "--max-steps", "2", "--batch-size", "2",
-        "--no-number-words", "--output-dir", out,
+        "--no-number-words", "--preset", preset, "--output-dir", out,
     )
     assert status == 0, err
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["replaced_tokens"] >= 3 and summary["alpha"] == 100
+    assert (summary["strategy"], summary["blend"], summary["original_norms"]) == (
+        expected["strategy"], expected["blend"], expected["norms"])
     assert type(BertModel.from_pretrained(out)) is BertModel
     reader = DefinitionEmbModel.from_pretrained(out / "definition-reader")
     assert isinstance(reader.config, DefinitionEmbConfig) and reader.config.reader_type == "encoder-only"
+    assert (reader.config.word_slots, reader.config.loss) == (expected["word_slots"], expected["loss"])
     replaced = json.loads((out / "definition_embeddings.json").read_text())["replaced_token_ids"]
     assert len(replaced) == summary["replaced_tokens"]
 
@@ -473,6 +564,8 @@ def test_definitions_command_trains_a_reader_and_writes_the_replaced_checkpoint(
         ([], "either --task-texts"),
         (["--glue-task", "mrpc"], "--glue-task needs --glue-dir"),
         (["--task-texts", "task.txt", "--strategy", "random", "--whole-range"], "--strategy random"),
+        (["--task-texts", "task.txt", "--whole-range"], "--strategy rare does not have"),
+        (["--task-texts", "task.txt", "--blend", "1.5"], "--blend is lambda"),
         (["--task-texts", "missing.txt"], "does not exist"),
     ],
 )
