@@ -25,6 +25,7 @@ from hf_entity_models.tasks.embeddings import (  # noqa: E402
     definition_training_arguments,
     evaluate_word_similarity,
     fine_tune_glue,
+    fit_projection_by_least_squares,
     glue_training_arguments,
     isotropy_by_group,
     read_glue,
@@ -65,15 +66,18 @@ def main() -> None:
     if args.definitions:
         glosses = glosses.select(range(min(args.definitions, len(glosses))))
     split = split_definitions(glosses, validation_size=max(1, len(glosses) // 50), seed=args.seed)
+    # MiniLM has no masked-LM head: the reader reads the pooled definition (config.readout), every word slot masked.
     reader = DefinitionEmbModel.from_pretrained_model(model)
+    train_prompts = definition_prompt_dataset(split["train"], tokenizer, word_slots=reader.config.word_slots)
+    fit_projection_by_least_squares(reader, tokenizer, train_prompts)  # A's least-squares start, as the command
     trainer = build_definition_trainer(
-        reader, tokenizer, definition_prompt_dataset(split["train"], tokenizer),
-        definition_prompt_dataset(split["validation"], tokenizer),
+        reader, tokenizer, train_prompts,
+        definition_prompt_dataset(split["validation"], tokenizer, word_slots=reader.config.word_slots),
         args=definition_training_arguments(str(output / "reader-trainer"), max_steps=args.reader_steps,
                                            per_device_train_batch_size=32, save_strategy="no", seed=args.seed),
     )
     trainer.train()
-    print(f"reader: Eq. 1 loss on held-out definitions {trainer.evaluate()['eval_loss']:.3f}")
+    print(f"reader: {reader.config.loss} loss on held-out definitions {trainer.evaluate()['eval_loss']:.3f}")
     reader.save_pretrained(output / "reader")
     tokenizer.save_pretrained(output / "reader")
 

@@ -14,13 +14,12 @@ from .common import CliError, add_overwrite_option, add_threads_option, positive
 DEFAULT_READER_STEPS = 1000
 DEFAULT_ALPHA = 5.0
 DEFAULT_HELD_OUT = 300
-# lambda of e + lambda (e_d - e), chosen on word-similarity sets that are not reported (benchmarks/RESULTS.md).
-DEFAULT_BLEND = 0.5
 # What each preset sets: the reader's config, the ranking, how rows are written, and whether A starts from the
 # least-squares fit. "paper" is Section 5's reading (four slots 50/25/25, mask-slot readout, MSE, rows written as
 # read, ranked by index); "default" hides the answer, reads what the model's kind allows, and keeps row norms.
 PRESETS = {
-    "default": {"reader": {}, "strategy": "rare", "blend": DEFAULT_BLEND, "original_norms": True, "least_squares": True},
+    # blend None: `apply_definition_embeddings`'s DEFAULT_BLEND.
+    "default": {"reader": {}, "strategy": "rare", "blend": None, "original_norms": True, "least_squares": True},
     "paper": {
         "reader": {"word_slots": "paper", "readout": "mask-slot", "loss": "mse"},
         "strategy": "last", "blend": 1.0, "original_norms": False, "least_squares": False,
@@ -100,7 +99,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     replacement.add_argument(
         "--blend", type=float,
-        help=f"lambda of the written rows e + lambda (e_d - e), 0..1 (default: {DEFAULT_BLEND:g}; --preset paper: 1)",
+        help="lambda of the written rows e + lambda (e_d - e), 0..1 (default: the one chosen on word-similarity sets "
+        "that are not reported, 0.5; --preset paper: 1)",
     )
     replacement.add_argument(
         "--whole-range", action="store_true",
@@ -149,11 +149,12 @@ def run_definitions(args: argparse.Namespace) -> int:
         if args.reader is None:
             reader.save_pretrained(output_dir / "definition-reader")
             tokenizer.save_pretrained(output_dir / "definition-reader")
+        blend = args.blend if args.blend is not None else preset["blend"]
         result = apply_definition_embeddings(
             model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy or preset["strategy"],
             appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
             definitions_description=args.definitions, original_norms=preset["original_norms"],
-            blend=args.blend if args.blend is not None else preset["blend"],
+            **({"blend": blend} if blend is not None else {}),
         )
         if comparison is not None:
             result.held_out = comparison.summary()

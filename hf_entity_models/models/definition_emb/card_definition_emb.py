@@ -36,50 +36,86 @@ def _reader_summary(config: DefinitionEmbConfig) -> str:
     return f"{config.reader_type}, `{reader.model_type}`, {layers}, hidden size {config.reader_hidden_size}"
 
 
-def _overview(config: DefinitionEmbConfig, class_name: str) -> str:
-    states = (
-        "the decoder's last hidden state at each target position (the source has each corrupted span replaced by one "
-        "sentinel, T5-style)"
-        if config.reader_type == ENCODER_DECODER
-        else "its last hidden state at each corrupted position (BERT-style denoising)"
+def _readout_sentence(config: DefinitionEmbConfig) -> str:
+    if config.reader_type == ENCODER_DECODER:
+        return (
+            "the decoder's last hidden state at each target position (the source has each word slot replaced by one "
+            "sentinel, T5-style)"
+        )
+    if config.readout == "pooled-definition":
+        return (
+            "the mean of its last hidden states over the whole prompt (the sentence embedding of an encoder trained "
+            "without a masked-LM head; one vector per definition, so it rebuilds words that are a single token)"
+        )
+    return "its last hidden state at each word-slot token (BERT-style denoising)"
+
+
+def _slots_sentence(config: DefinitionEmbConfig) -> str:
+    if config.word_slots == "paper":
+        return (
+            "the four word slots of the paper's Figure 17 (word, bpe form, capitalised, upper case), corrupted 50% "
+            "mask / 25% random / 25% kept in training and masked one token at a time when read (the other slots stay "
+            "visible)"
+        )
+    return (
+        "only the word slots that hold a form of the word distinct for the tokenizer (an uncased tokenizer's "
+        "capitalised and upper-case copies and a WordPiece bpe form spelled in `##` pieces are dropped), every slot "
+        "token masked, in training and when read, so the reader never sees the word it rebuilds"
     )
+
+
+def _overview(config: DefinitionEmbConfig, class_name: str) -> str:
+    loss = "1 - cosine (scale-free)" if config.loss == "cosine" else "Eq. 1's squared L2 distance"
     return (
         "A DefinitionEMB model (Zhang, Li and Okumura, *Reconsidering Token Embeddings with the Definitions for "
         "Pre-trained Language Models*), packaged with the `hf-entity-models` package. A definition reader, "
         "initialised from a pre-trained language model (PLM), reads a prompt built from a word's dictionary "
-        "definition, part of speech and spellings in which the word's tokens are corrupted; a linear map A "
-        f"(no bias) turns {states} into a definition embedding e_d(v) of the corrupted token. Training pulls e_d(v) "
-        "towards the PLM's own pre-trained embedding e(v), which the checkpoint stores as a frozen buffer "
-        "(`target_embeddings`). The definition embeddings can then replace the pre-trained embeddings of rare tokens "
-        f"of the PLM. `{class_name}` returns `definition_embeddings` of shape (batch, length, {config.embedding_size})"
-        " and, with `labels`, the loss of Eq. 1."
+        f"definition and part of speech, with {_slots_sentence(config)}; a linear map A (no bias) turns "
+        f"{_readout_sentence(config)} into a definition embedding e_d(v). Training pulls e_d(v) towards the PLM's own "
+        f"pre-trained embedding e(v) ({loss}), stored in the checkpoint as a frozen buffer (`target_embeddings`). The "
+        "definition embeddings can then replace the pre-trained embeddings of rare tokens of the PLM. "
+        f"`{class_name}` returns `definition_embeddings` of shape (batch, length, {config.embedding_size}) and, with "
+        "`labels`, the loss."
     )
 
 
 def _config_rows(config: DefinitionEmbConfig, class_name: str) -> list[tuple[str, str]]:
+    paper = config.word_slots == "paper" and config.readout == "mask-slot" and config.loss == "mse"
     return [
         ("Reader", _reader_summary(config)),
         ("Base PLM (targets)", _base_plm(config)),
         ("Embedding size H_e", str(config.embedding_size)),
         ("Vocabulary N", str(config.vocab_size)),
         ("Reader input embeddings", "frozen" if config.freeze_reader_embeddings else "trained"),
-        ("Loss", "Eq. 1: squared L2 distance between e_d(v) and e(v), averaged per example over its corrupted tokens, "
-                 "then over examples"),
+        ("Word slots", f"`{config.word_slots}`"),
+        ("Readout", f"`{config.readout}`"),
+        ("Loss", "cosine: 1 - cos(e_d(v), e(v))" if config.loss == "cosine" else
+                 "Eq. 1: squared L2 distance between e_d(v) and e(v)"),
+        ("Settings", "the paper's (Section 5 as written)" if paper else "the package's default (issue 24), not the "
+                     "paper's: see Limitations"),
     ]
 
 
 def _limitations(config: DefinitionEmbConfig, datasets: list[str]) -> list[str]:
     return [
-        "Choices where the paper is terse: the loss is Eq. 1 on the squared L2 distance summed over the embedding "
-        "dimensions (per example: the mean over its corrupted tokens; then the mean over examples with at least one); "
-        "encoder-only corruption replaces each target token by the mask token with probability 0.5, by a random "
-        "token with 0.25 and keeps it with 0.25; encoder-decoder corruption is T5-style, each span replaced by one "
-        "sentinel (`<extra_id_i>` when the tokenizer has sentinels, otherwise its mask token for every span, as for "
-        "BART); the reader's input embeddings can be frozen (`freeze_reader_embeddings`), as the paper did for BART.",
-        "The reader's pooler (BERT, RoBERTa), which DefinitionEMB never reads, is dropped.",
-        "A definition embedding is only as good as the definition: tokens without a definition (punctuation, "
-        "fragments) should keep their pre-trained embeddings. The paper replaces only the rarest tokens that "
-        "appear in the task data.",
+        "Defaults and the paper: the paper's reading (`word_slots=\"paper\"`, `readout=\"mask-slot\"`, "
+        "`loss=\"mse\"`; `hf-entity definitions --preset paper`) lets an encoder-only reader copy the word from "
+        "the slots left visible (with an uncased tokenizer three slots hold the same token), pulls uncertain "
+        "predictions to the mean embedding under MSE (predicted rows far shorter than real ones), and reads the "
+        "state at a mask slot, which says little about the masked token in an encoder trained without a masked-LM "
+        "head (a sentence-embedding model). The defaults hide every slot, use a scale-free loss (rows are written "
+        "at their original norms), and choose the readout by the model's kind: `mask-slot` for masked-LM and "
+        "encoder-decoder checkpoints (or when no architecture is recorded), `pooled-definition` for encoders "
+        "without a masked-LM head. Measured figures: benchmarks/RESULTS.md of the package.",
+        "Choices where the paper is terse: per example, the loss is the mean over its labelled tokens, then the mean "
+        "over examples with at least one; encoder-decoder corruption is T5-style, each span replaced by one sentinel "
+        "(`<extra_id_i>` when the tokenizer has sentinels, otherwise its mask token for every span, as for BART); "
+        "the reader's input embeddings can be frozen (`freeze_reader_embeddings`), as the paper did for BART.",
+        "The reader's pooler (BERT, RoBERTa) is dropped: the pooled-definition readout is the mean of the last "
+        "hidden states (the sentence-transformers pooling of MiniLM), not the [CLS] pooler.",
+        "A definition embedding is only as good as the definition: tokens without a definition of their own "
+        "(punctuation, word pieces) keep their pre-trained embeddings. The replacement writes only the rarest tokens "
+        "that appear in the task data.",
         "The targets are the PLM's pre-trained embeddings: the model reproduces their geometry, including what they "
         "got wrong for tokens the PLM saw rarely.",
     ]
@@ -113,14 +149,16 @@ DEFINITION_EMB_MODEL_CARD = ModelCardSpec(
     limitations=_limitations,
     usage_with_package=_usage_with_package,
     usage_note=(
-        "The model's inputs are definition prompts whose word tokens are corrupted (encoder-only: one masked token "
-        "at a time at inference; encoder-decoder: the word spans replaced by sentinels, `decoder_input_ids` the "
-        "target shifted right), as built by `hf_entity_models.tasks.embeddings` (`build_definition_prompt`, "
-        "`DefinitionCollator`); `definition_embeddings[b, j]` is the embedding of the token at position j."
+        "The model's inputs are definition prompts whose word tokens are hidden (encoder-only: every slot masked, or "
+        "with the paper's settings one masked token at a time; encoder-decoder: the word spans replaced by "
+        "sentinels, `decoder_input_ids` the target shifted right), as built by `hf_entity_models.tasks.embeddings` "
+        "(`build_definition_prompt` with the config's `word_slots`, `DefinitionCollator`); "
+        "`definition_embeddings[b, j]` is the embedding of the token at position j."
     ),
     training_note=(
         "The package trains the reader on WordNet glosses (plus number words) with Adam, learning rate 1e-4 and an "
-        "inverse square root schedule, the paper's settings (it used Wiktionary)."
+        "inverse square root schedule, the paper's settings (it used Wiktionary); with the default settings A starts "
+        "from a ridge least-squares fit on 4,096 prompts (`fit_projection_by_least_squares`)."
     ),
     frozen_parameter_count=_frozen_parameter_count,
 )

@@ -30,7 +30,9 @@ from .prompts import (
     build_definition_prompt,
     corrupt_for_encoder,
     encoder_decoder_example,
+    masked_all_slots,
     masked_one_at_a_time,
+    slot_token_ids,
     tokenizer_convention,
     word_forms,
 )
@@ -38,10 +40,11 @@ from .replacement import (
     DefinitionEmbeddingReplacement,
     TokenDefinitionEmbeddings,
     apply_definition_embeddings,
+    blended_rows,
     compute_definition_embeddings,
     read_task_texts,
 )
-from .training import build_definition_trainer, definition_training_arguments
+from .training import build_definition_trainer, definition_training_arguments, fit_projection_by_least_squares
 from .word_similarity import (
     WordSimilarityResult,
     evaluate_word_similarity,
@@ -77,7 +80,11 @@ __all__ = [
     "isotropy",
     "isotropy_by_group",
     "load_definitions",
+    "masked_all_slots",
     "masked_one_at_a_time",
+    "slot_token_ids",
+    "blended_rows",
+    "fit_projection_by_least_squares",
     "number_to_words",
     "number_word_definitions",
     "plot_embedding_projections",

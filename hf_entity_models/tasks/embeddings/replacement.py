@@ -40,6 +40,9 @@ STRATEGIES = ("rare", "last", "random", "top")
 # Appendix F: the "top" strategy starts at index 5000, past the most frequent tokens.
 TOP_STRATEGY_FIRST_INDEX = 5000
 REPLACEMENT_FILE = "definition_embeddings.json"
+# lambda of e + lambda (e_d' - e): chosen on word-similarity sets that are not reported (WS-353, MTurk-771) in
+# benchmarks/bench_definition_emb.py; see benchmarks/RESULTS.md.
+DEFAULT_BLEND = 0.5
 
 
 @dataclass
@@ -535,7 +538,7 @@ def apply_definition_embeddings(
     inplace: bool = False,
     definitions_description: str | None = None,
     show_progress: bool = True,
-    blend: float = 1.0,
+    blend: float = DEFAULT_BLEND,
     original_norms: bool = True,
 ) -> DefinitionEmbeddingReplacement:
     """Replace the token embeddings of the rare tokens of a task with definition embeddings (Section 5.3).
