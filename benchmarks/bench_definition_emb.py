@@ -75,7 +75,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RESULTS = Path(__file__).parent / "results"
 REPORTED_SETS = ("EN-RG-65", "EN-SIMLEX-999", "EN-RW-STANFORD", "EN-SimVerb-3500", "EN-MEN-TR-3k")
 SELECTION_SETS = ("EN-WS-353-ALL", "EN-MTurk-771")
-BLENDS = (0.25, 0.5, 0.75, 1.0)
+BLENDS = (0.05, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0)
 ALPHA = 5.0
 
 
@@ -94,7 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reader-steps", type=int, default=100)
     parser.add_argument("--reader-batch-size", type=int, default=32)
     parser.add_argument("--held-out-words", type=int, default=1000)
+    parser.add_argument("--reuse-readers", action="store_true",
+                        help="load each seed's saved default reader instead of training it again (the figures of its "
+                        "training stay as stored)")
     parser.add_argument("--tasks", nargs="+", choices=("mrpc", "rte"), default=["mrpc", "rte"])
+    parser.add_argument("--glue-part", choices=("baseline", "definitions"), default="definitions")
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--glue-batch-size", type=int, default=16)
     parser.add_argument("--glue-learning-rate", type=float, default=5e-5)
@@ -247,15 +251,22 @@ def reader_seed(args, base_model, tokenizer, definitions, seed: int, results: di
     for preset in args.presets:
         config = DefinitionEmbModel.from_pretrained_model(base_model, **(PAPER_SETTINGS if preset == "paper" else {})).config
         train, held_out = split_by_word(definitions, tokenizer, config, args.held_out_words, seed)
-        reader, snapshot, timing = train_reader(args, base_model, tokenizer, train, preset, seed)
-        entry = {"config": {key: getattr(reader.config, key) for key in ("readout", "word_slots", "loss")},
-                 "train_definitions": len(train), "held_out_definitions": len(held_out), **timing}
-        quality, found = held_out_quality(reader, tokenizer, original, held_out)
+        reader_dir = Path(args.output_dir) / f"reader-{seed}"
+        if args.reuse_readers and preset == "default" and reader_dir.exists():
+            reader = DefinitionEmbModel.from_pretrained(reader_dir)
+            stored = json.loads(Path(args.results).read_text())["reader_seeds"][str(seed)][preset]
+            entry = {key: stored[key] for key in stored if key not in ("blend_selection", "command_replacement")}
+            quality, found = held_out_quality(reader, tokenizer, original, held_out)
+        else:
+            reader, snapshot, timing = train_reader(args, base_model, tokenizer, train, preset, seed)
+            entry = {"config": {key: getattr(reader.config, key) for key in ("readout", "word_slots", "loss")},
+                     "train_definitions": len(train), "held_out_definitions": len(held_out), **timing}
+            quality, found = held_out_quality(reader, tokenizer, original, held_out)
+            trained_state = {name: tensor.clone() for name, tensor in reader.state_dict().items()}
+            reader.load_state_dict(snapshot)
+            entry["held_out_before_training"] = held_out_quality(reader, tokenizer, original, held_out)[0]
+            reader.load_state_dict(trained_state)
         entry["held_out_after_training"] = quality
-        trained_state = {name: tensor.clone() for name, tensor in reader.state_dict().items()}
-        reader.load_state_dict(snapshot)
-        entry["held_out_before_training"] = held_out_quality(reader, tokenizer, original, held_out)[0]
-        reader.load_state_dict(trained_state)
         if preset == "paper":  # the paper writes what it reads: no blend, no norm
             blend = 1.0
             entry["word_similarity_every_held_out_word_replaced"] = word_similarity(
@@ -349,10 +360,20 @@ def fine_tune_once(args, task, base_model, tokenizer, train, evaluation_sets, se
 
 
 def glue_stage(args, base_model, tokenizer, results: dict) -> None:
-    """Fine-tune MiniLM with each seed's command replacement (alpha 5, the blend that seed chose); stored per run."""
+    """Fine-tune MiniLM with each seed's command replacement (alpha 5, the blend that seed chose), or the original
+    MiniLM (--glue-part baseline) with the same seeds; stored per run."""
     for task in args.tasks:
         train, selection, report, names = glue_splits(args, task)
         for seed in args.seeds:
+            if args.glue_part == "baseline":
+                model = AutoModel.from_pretrained(args.model or minilm_location())
+                metrics = fine_tune_once(args, task, model, tokenizer, train, {"selection": selection, "report": report},
+                                         seed, Path(args.output_dir) / "glue" / f"{task}-baseline-{seed}")
+                entry = {"seed": seed, "report_split": names[1], **metrics}
+                print(json.dumps({"task": task, "baseline": True, **entry}), flush=True)
+                results.setdefault("glue_baseline_runs", {}).setdefault(task, {})[str(seed)] = entry
+                save_results(args, results)
+                continue
             reader_dir = Path(args.output_dir) / f"reader-{seed}"
             written = json.loads((reader_dir / f"{task}_replacement.json").read_text())
             model = AutoModel.from_pretrained(args.model or minilm_location())
@@ -383,7 +404,8 @@ def save_results(args, results: dict) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stored = json.loads(path.read_text()) if path.exists() else {}
         for key, value in results.items():
-            if isinstance(value, dict) and isinstance(stored.get(key), dict) and key in ("reader_seeds", "glue_runs"):
+            if isinstance(value, dict) and isinstance(stored.get(key), dict) and key in (
+                    "reader_seeds", "glue_runs", "glue_baseline_runs"):
                 for inner, item in value.items():
                     if isinstance(item, dict) and isinstance(stored[key].get(inner), dict):
                         stored[key][inner].update(item)

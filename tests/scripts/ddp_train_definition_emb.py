@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import datasets
+import torch
 from ddp_common import DATA_DIR, RankRecorder, as_floats, minilm_tokenizer, script_main
 from transformers import BertConfig, BertForSequenceClassification, set_seed
 
@@ -59,6 +60,8 @@ def train_definitions(output_dir: Path, encoder_tokenizer) -> None:
     )  # fmt: skip
     set_seed(0)
     model = DefinitionEmbModel(DefinitionEmbConfig(reader_config=tiny_bert_config(len(encoder_tokenizer))))
+    with torch.no_grad():  # a PLM's embeddings stand in: the cosine loss has no gradient towards zero targets
+        model.target_embeddings.normal_(generator=torch.Generator().manual_seed(0))
     recorder = RankRecorder(model)
     trainer = build_definition_trainer(
         model, encoder_tokenizer, prompts.select(range(DEFINITION_TRAIN)),

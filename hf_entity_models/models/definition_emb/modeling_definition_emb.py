@@ -12,7 +12,9 @@ corrupted position j into the definition embedding e_d(v) = A s_j. An encoder-on
 at the corrupted input position; an encoder-decoder reader (BART, T5) reads the source with each corrupted span
 replaced by one sentinel and gives s_j at the target position of the token (the decoder's last hidden state, with
 the previous target tokens as decoder input). Section 5.2, Eq. 1: training pulls e_d(v) towards the PLM's frozen
-pre-trained embedding e(v), stored here as the buffer ``target_embeddings``. Shapes use B = batch, T = input length,
+pre-trained embedding e(v), stored here as the buffer ``target_embeddings``; by default with 1 - cosine instead of
+Eq. 1's squared distance (``config.loss``). With ``config.readout == "pooled-definition"`` (encoders without a
+masked-LM head) s is the mean of the last hidden states over the prompt, the same at every position. Shapes use B = batch, T = input length,
 T_dec = decoder input length, H_s = the reader's hidden size, H_e = the embedding size, N = the vocabulary size.
 """
 

@@ -7,11 +7,17 @@ tokenizer can give it (Figure 17 a)::
     uppercase are {pos}, {bpe_form}, {Capitalized}, and {UPPER}, respectively.
 
 The four word slots are the *corruption spans*: the tokens the definition reader must rebuild the embeddings of.
+With ``word_slots="distinct"`` (the default) only the slots that hold a form distinct for the tokenizer are written:
+an uncased tokenizer lowercases the capitalised and upper-case forms into copies of the word, and a WordPiece "bpe
+form" (``##dis ##com ##fort``) is not a form the word ever takes, so they are dropped (``Its part-of-speech is
+verb.`` when only the word slot is left) and every slot is masked (`masked_all_slots`): a visible copy would hand
+the reader its answer. ``word_slots="paper"`` keeps Figure 17's four slots.
 
 * `build_definition_prompt` assembles the prompt segment by segment from token ids, so the spans are exact token
   positions (never recovered from character offsets), and adds the tokenizer's special tokens around it.
-* `corrupt_for_encoder` is the encoder-only training corruption (50% mask token, 25% random token, 25% unchanged);
-  `masked_one_at_a_time` the encoder-only inference input (one span token masked per copy).
+* `masked_all_slots` is the encoder-only input of the default, in training and reading alike;
+  `corrupt_for_encoder` the paper's training corruption (50% mask token, 25% random token, 25% unchanged) and
+  `masked_one_at_a_time` its inference input (one span token masked per copy).
 * `encoder_decoder_example` is the encoder-decoder source/target pair (Figure 17 b, c): each span becomes one
   sentinel in the source, the target lists the spans after their sentinels.
 
