@@ -192,6 +192,24 @@ def test_the_held_out_comparison_by_hand():
     assert comparison.beats_mean == (comparison.reader_cosine > comparison.mean_vector_cosine)
 
 
+def test_the_held_out_comparison_hides_every_slot_even_for_a_paper_reader():
+    from hf_entity_models.tasks.embeddings.quality import held_out_comparison
+
+    tokenizer, reader = wordpiece_tokenizer(), bert_reader(**PAPER_SETTINGS)
+    embeddings = torch.randn(len(tokenizer), reader.config.embedding_size, generator=torch.Generator().manual_seed(0))
+    dog_definition = definitions_dataset().select([1])
+    comparison = held_out_comparison(reader, tokenizer, embeddings, dog_definition)
+    hidden, visible = (
+        compute_definition_embeddings(reader, tokenizer, dog_definition, show_progress=False, mask_every_slot=mask)
+        for mask in (True, False)
+    )
+    assert len(hidden) == len(visible) == comparison.tokens  # "dog" and, with the paper's slots, its "##dog" form
+    cosine = torch.nn.functional.cosine_similarity
+    assert float(cosine(hidden.embeddings, embeddings[hidden.token_ids], dim=-1).mean()) == pytest.approx(
+        comparison.reader_cosine, abs=1e-7)
+    assert not torch.allclose(hidden.embeddings, visible.embeddings, atol=1e-5)  # the copies are not read
+
+
 def test_encoder_decoder_reader_reads_the_decoder_state_before_each_slot_token():
     tokenizer, reader = bart_tokenizer(), bart_reader()
     found = compute_definition_embeddings(reader, tokenizer, definitions_dataset(), show_progress=False)
@@ -533,7 +551,7 @@ def command_inputs(tmp_path):
 @pytest.mark.parametrize(
     ("preset", "expected"),
     [
-        ("default", {"word_slots": "distinct", "loss": "cosine", "strategy": "rare", "blend": 0.5, "norms": True}),
+        ("default", {"word_slots": "distinct", "loss": "cosine", "strategy": "rare", "blend": 0.1, "norms": True}),
         ("paper", {"word_slots": "paper", "loss": "mse", "strategy": "last", "blend": 1.0, "norms": False}),
     ],
 )

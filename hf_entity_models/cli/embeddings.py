@@ -100,7 +100,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     replacement.add_argument(
         "--blend", type=float,
         help="lambda of the written rows e + lambda (e_d - e), 0..1 (default: the one chosen on word-similarity sets "
-        "that are not reported, 0.5; --preset paper: 1)",
+        "that are not reported, 0.1; --preset paper: 1)",
     )
     replacement.add_argument(
         "--whole-range", action="store_true",

@@ -3,9 +3,10 @@ words it never trained on?
 
 The mean of the model's token embeddings is what a reader that learned nothing converges to under an MSE loss (every
 prediction pulled to the mean), and writing it into rows wrecks them. `held_out_comparison` reads held-out
-definitions exactly as the replacement does (`compute_definition_embeddings`) for the tokens that no training
-definition named, and compares the predictions and the mean vector with the true rows; `HeldOutComparison.beats_mean`
-is the gate the `definitions` command applies before it writes a checkpoint.
+definitions as the replacement does (`compute_definition_embeddings`), but always with every word slot masked (so
+that a reader cannot pass by copying a visible form of the word), for the tokens that no training definition named,
+and compares the predictions and the mean vector with the true rows; `HeldOutComparison.beats_mean` is the gate the
+`definitions` command applies before it writes a checkpoint.
 """
 
 from __future__ import annotations
@@ -117,9 +118,11 @@ def held_out_comparison(
     candidates = {token for token in candidates if token < embeddings.shape[0]}
     if not candidates:
         return HeldOutComparison(0, float("nan"), float("nan"), float("nan"), float("nan"))
+    # Every slot hidden whatever the reader's settings: with the paper's, one masked token among visible copies of
+    # the word lets a reader that learned nothing from definitions copy its way past the mean.
     found = compute_definition_embeddings(
         definition_model, tokenizer, held_out_definitions, token_ids=sorted(candidates), batch_size=batch_size,
-        show_progress=show_progress,
+        show_progress=show_progress, mask_every_slot=True,
     )
     weights = embeddings.detach().float().cpu()
     regular = torch.tensor(sorted(set(range(weights.shape[0])) - special))

@@ -42,7 +42,7 @@ TOP_STRATEGY_FIRST_INDEX = 5000
 REPLACEMENT_FILE = "definition_embeddings.json"
 # lambda of e + lambda (e_d' - e): chosen on word-similarity sets that are not reported (WS-353, MTurk-771) in
 # benchmarks/bench_definition_emb.py; see benchmarks/RESULTS.md.
-DEFAULT_BLEND = 0.5
+DEFAULT_BLEND = 0.1
 
 
 @dataclass
@@ -101,6 +101,7 @@ def compute_definition_embeddings(
     token_ids: Iterable[int] | None = None,
     batch_size: int = 64,
     show_progress: bool = True,
+    mask_every_slot: bool | None = None,
 ) -> TokenDefinitionEmbeddings:
     """Read definitions with a trained definition reader and return the embedding of every token they name.
 
@@ -121,6 +122,9 @@ def compute_definition_embeddings(
             of them have an embedding.
         batch_size: Sequences per forward pass.
         show_progress: Show a progress bar.
+        mask_every_slot: Encoder-only readers: read every prompt with all its slot tokens masked (True), or one at a
+            time with the other slots visible (False); default as the reader was trained (``config.word_slots``).
+            The quality gate passes True: a reader must rebuild the word from its definition, not copy it.
 
     Returns:
         The embeddings of the requested tokens that some definition names; tokens no definition names are absent.
@@ -139,6 +143,7 @@ def compute_definition_embeddings(
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
     config = definition_model.config
     own_only = reads_own_definitions_only(config)
+    hide_every_slot = _word_slots(config) == "distinct" if mask_every_slot is None else bool(mask_every_slot)
     if token_ids is not None:
         definitions, _ = _definitions_naming(definitions, tokenizer, wanted, config)
         if len(definitions) == 0:  # no definition names a wanted token
@@ -165,7 +170,7 @@ def compute_definition_embeddings(
         new_positions = _newly_named(prompt, wanted, found_words, own_only)
         if not new_positions:
             continue
-        if reader_type == "encoder-only" and _word_slots(config) == "distinct":
+        if reader_type == "encoder-only" and hide_every_slot:
             positions, tokens = zip(*new_positions)
             jobs.append((masked_all_slots(prompt, tokenizer.mask_token_id), list(positions), list(tokens)))
         elif reader_type == "encoder-only":
