@@ -57,7 +57,7 @@ from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
     task_texts,
 )
 from hf_entity_models.tasks.embeddings.isotropy import isotropy_by_group  # noqa: E402
-from hf_entity_models.tasks.embeddings.quality import definitions_of_single_tokens  # noqa: E402
+from hf_entity_models.tasks.embeddings.quality import definitions_of_single_tokens, mean_pairwise_cosine  # noqa: E402
 from hf_entity_models.tasks.embeddings.replacement import (  # noqa: E402
     apply_definition_embeddings,
     blended_rows,
@@ -237,12 +237,6 @@ def command_replacement(base_model, tokenizer, reader, definitions, task: str, b
 
 def isotropy_report(matrix: torch.Tensor) -> dict:
     return {"centred": isotropy_by_group(matrix - matrix.mean(0)), "uncentred (Eq. 1)": isotropy_by_group(matrix)}
-
-
-def mean_pairwise_cosine(rows: torch.Tensor) -> float:
-    unit = torch.nn.functional.normalize(rows.float(), dim=-1)
-    count = len(unit)
-    return float(((unit @ unit.T).sum() - count) / max(1, count * (count - 1)))
 
 
 def reader_seed(args, base_model, tokenizer, definitions, seed: int, results: dict) -> None:

@@ -189,7 +189,24 @@ def test_the_held_out_comparison_by_hand():
     assert comparison.mean_vector_cosine == pytest.approx(average(mean_cosines), abs=1e-5)
     assert comparison.reader_mse == pytest.approx(average(errors), rel=1e-5)
     assert comparison.mean_vector_mse == pytest.approx(average(mean_errors), rel=1e-5)
-    assert comparison.beats_mean == (comparison.reader_cosine > comparison.mean_vector_cosine)
+    vectors = list(found.as_dict().values())
+    pairs = [(a, b) for i, a in enumerate(vectors) for b in vectors[i + 1 :]]
+    by_hand = average([float(a @ b / (a.norm() * b.norm())) for a, b in pairs])
+    assert comparison.reader_spread == pytest.approx(by_hand, abs=1e-5)
+    assert comparison.beats_mean == (
+        comparison.reader_cosine > comparison.mean_vector_cosine
+        and comparison.reader_spread <= (1 + comparison.true_spread) / 2
+    )
+
+
+def test_predictions_that_collapse_to_one_vector_do_not_pass_the_gate():
+    from hf_entity_models.tasks.embeddings.quality import HeldOutComparison
+
+    figures = dict(tokens=500, reader_cosine=0.085, mean_vector_cosine=0.034, reader_mse=0.00364,
+                   mean_vector_mse=0.00367, true_spread=0.02)
+    assert not HeldOutComparison(**figures, reader_spread=0.985).beats_mean  # the paper's reader after 20 steps
+    assert "collapsed" in HeldOutComparison(**figures, reader_spread=0.985).describe()
+    assert HeldOutComparison(**figures, reader_spread=0.08).beats_mean
 
 
 def test_the_held_out_comparison_hides_every_slot_even_for_a_paper_reader():

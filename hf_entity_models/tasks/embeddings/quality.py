@@ -19,7 +19,13 @@ import torch
 
 from .replacement import compute_definition_embeddings, reads_own_definitions_only
 
-__all__ = ["HeldOutComparison", "definitions_of_single_tokens", "held_out_comparison", "training_targets"]
+__all__ = [
+    "HeldOutComparison",
+    "definitions_of_single_tokens",
+    "held_out_comparison",
+    "mean_pairwise_cosine",
+    "training_targets",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,9 @@ class HeldOutComparison:
         mean_vector_cosine: Mean cosine similarity between the mean embedding and the true row.
         reader_mse: Mean squared error (per coordinate) of the reader's predictions.
         mean_vector_mse: Mean squared error of the mean embedding.
+        reader_spread: Mean pairwise cosine of the predictions (1: every prediction the same vector, as the mean
+            vector written into every row would be).
+        true_spread: Mean pairwise cosine of the true rows.
     """
 
     tokens: int
@@ -39,19 +48,28 @@ class HeldOutComparison:
     mean_vector_cosine: float
     reader_mse: float
     mean_vector_mse: float
+    reader_spread: float = float("nan")
+    true_spread: float = float("nan")
+
+    @property
+    def collapsed(self) -> bool:
+        """The predictions are closer to one common vector (pairwise cosine 1, the mean vector's) than to the true
+        rows' spread: written in, they would make the rows alike even if each points slightly the right way."""
+        return self.reader_spread > (1.0 + self.true_spread) / 2
 
     @property
     def beats_mean(self) -> bool:
         """The reader points closer to the true rows than the mean vector does (cosine: the rows are written with
-        their own norms, so the direction is what the reader contributes)."""
-        return self.tokens > 0 and self.reader_cosine > self.mean_vector_cosine
+        their own norms, so the direction is what the reader contributes), without collapsing."""
+        return self.tokens > 0 and self.reader_cosine > self.mean_vector_cosine and not self.collapsed
 
     def describe(self) -> str:
         return (
             f"on {self.tokens} tokens of the held-out definitions the reader's "
             f"predictions have cosine {self.reader_cosine:.3f} with the true embeddings against "
             f"{self.mean_vector_cosine:.3f} for the mean embedding (MSE {self.reader_mse:.4f} against "
-            f"{self.mean_vector_mse:.4f})"
+            f"{self.mean_vector_mse:.4f}; pairwise cosine of the predictions {self.reader_spread:.3f} against "
+            f"{self.true_spread:.3f} for the true rows{', collapsed' if self.collapsed else ''})"
         )
 
     def summary(self) -> dict[str, Any]:
@@ -136,4 +154,20 @@ def held_out_comparison(
         mean_vector_cosine=float(cosine(mean.expand_as(truth), truth, dim=-1).mean()),
         reader_mse=float((predicted - truth).pow(2).mean()),
         mean_vector_mse=float((mean - truth).pow(2).mean()),
+        reader_spread=mean_pairwise_cosine(predicted),
+        true_spread=mean_pairwise_cosine(truth),
     )
+
+
+def mean_pairwise_cosine(rows: torch.Tensor) -> float:
+    """The mean cosine over all pairs of distinct rows (1.0 for a single row).
+
+    Example:
+        >>> mean_pairwise_cosine(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # (0 + 0.7071 + 0.7071) / 3
+        0.4714045207910316
+    """
+    count = len(rows)
+    if count < 2:
+        return 1.0
+    unit = torch.nn.functional.normalize(rows.double(), dim=-1)
+    return float((unit.sum(0).pow(2).sum() - count) / (count * (count - 1)))

@@ -462,7 +462,7 @@ in the index range that holds that many task tokens (Appendix M){% endif %} |
 definition (never replaced) |
 | Definition reader | {{ definition_model or "not recorded" }} |
 | Definitions | {{ definitions or "not recorded" }} |
-{% if held_out -%}| Held-out check | on {{ held_out.tokens }} tokens of held-out definitions: cosine {{ "%.3f" % held_out.reader_cosine }} with the true rows against {{ "%.3f" % held_out.mean_vector_cosine }} for the mean embedding (MSE {{ "%.4f" % held_out.reader_mse }} against {{ "%.4f" % held_out.mean_vector_mse }}) |
+{% if held_out -%}| Held-out check | on {{ held_out.tokens }} tokens of held-out definitions: cosine {{ "%.3f" % held_out.reader_cosine }} with the true rows against {{ "%.3f" % held_out.mean_vector_cosine }} for the mean embedding (MSE {{ "%.4f" % held_out.reader_mse }} against {{ "%.4f" % held_out.mean_vector_mse }}; pairwise cosine of the predictions {{ "%.3f" % held_out.reader_spread }} against {{ "%.3f" % held_out.true_spread }} for the true rows) |
 {% endif %}
 ## How to use
 
