@@ -128,11 +128,13 @@ def similarity_words() -> set[str]:
     return words
 
 
-def split_by_word(definitions, tokenizer, config, held_out_count: int, seed: int):
-    """(training definitions, held-out definitions): every definition of a held-out word goes to the held-out part."""
+def split_by_word(definitions, tokenizer, held_out_count: int, seed: int):
+    """(training definitions, held-out definitions): every definition of a held-out word goes to the held-out part.
+    The same words for every preset: the single-token words of the distinct slots."""
     import random
+    from types import SimpleNamespace
 
-    single = definitions_of_single_tokens(tokenizer, definitions, config)
+    single = definitions_of_single_tokens(tokenizer, definitions, SimpleNamespace(word_slots="distinct"))
     words = sorted({word.lower() for word in single["word"]} - similarity_words())
     held_out_words = set(random.Random(seed).sample(words, held_out_count)) | similarity_words()
     lowered = [word.lower() for word in definitions["word"]]
@@ -155,7 +157,7 @@ def train_reader(args, base_model, tokenizer, train_definitions, preset: str, se
     prompts = definition_prompt_dataset(subset, tokenizer, word_slots=reader.config.word_slots)
     started = time.perf_counter()
     if preset == "default":
-        fit_projection_by_least_squares(reader, tokenizer, prompts, max_prompts=len(prompts))
+        fit_projection_by_least_squares(reader, tokenizer, prompts)
     least_squares_seconds = time.perf_counter() - started
     snapshot = {name: tensor.clone() for name, tensor in reader.state_dict().items()}
     arguments = definition_training_arguments(
@@ -227,11 +229,12 @@ def choose_blend(original, tokenizer, found) -> tuple[float, dict]:
 def command_replacement(base_model, tokenizer, reader, definitions, task: str, blend: float, preset: str):
     """Exactly what `hf-entity definitions --glue-task <task> --alpha 5 --preset <preset>` writes (default: strategy
     rare, original norms, the blend; paper: strategy last, rows as read)."""
+    from hf_entity_models.cli.embeddings import PRESETS
+
     train = read_glue(DATA / "glue" / task.upper(), task, "train")
-    paper = preset == "paper"
     return apply_definition_embeddings(
         base_model, tokenizer, reader, task_texts(train), alpha=ALPHA, definitions=definitions, blend=blend,
-        strategy="last" if paper else "rare", original_norms=not paper, show_progress=False,
+        strategy=PRESETS[preset]["strategy"], original_norms=PRESETS[preset]["original_norms"], show_progress=False,
     )
 
 
@@ -243,8 +246,7 @@ def reader_seed(args, base_model, tokenizer, definitions, seed: int, results: di
     original = base_model.get_input_embeddings().weight.detach().float().clone()
     record = {}
     for preset in args.presets:
-        config = DefinitionEmbModel.from_pretrained_model(base_model, **(PAPER_SETTINGS if preset == "paper" else {})).config
-        train, held_out = split_by_word(definitions, tokenizer, config, args.held_out_words, seed)
+        train, held_out = split_by_word(definitions, tokenizer, args.held_out_words, seed)
         reader_dir = Path(args.output_dir) / f"reader-{seed}"
         if args.reuse_readers and preset == "default" and reader_dir.exists():
             reader = DefinitionEmbModel.from_pretrained(reader_dir)

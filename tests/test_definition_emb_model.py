@@ -221,7 +221,7 @@ def test_the_pooled_definition_readout_is_a_of_the_masked_mean_state_at_every_po
     assert output.loss.item() == pytest.approx(expected_loss, rel=1e-5)
 
 
-def test_the_default_readout_follows_the_models_head_and_old_configs_load_as_the_paper():
+def test_the_default_readout_follows_the_models_head_and_old_configs_load_as_the_paper(tmp_path):
     sentence_encoder = bert_config(architectures=["BertModel"])
     masked_lm = bert_config(architectures=["BertForMaskedLM"])
     assert DefinitionEmbConfig(reader_config=sentence_encoder).readout == "pooled-definition"
@@ -238,6 +238,10 @@ def test_the_default_readout_follows_the_models_head_and_old_configs_load_as_the
         saved.pop(key)
     old = DefinitionEmbConfig.from_dict(saved)
     assert (old.word_slots, old.readout, old.loss) == ("paper", "mask-slot", "mse")
+    json_file = tmp_path / "config.json"
+    json_file.write_text(json.dumps(saved))
+    from_file = DefinitionEmbConfig.from_json_file(json_file)
+    assert (from_file.word_slots, from_file.readout, from_file.loss) == ("paper", "mask-slot", "mse")
 
 
 def test_a_batch_without_labelled_positions_has_zero_loss_and_a_valid_backward():

@@ -61,8 +61,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--preset", choices=tuple(PRESETS), default="default",
         help="default: every word slot masked (only the forms distinct for the tokenizer), the readout the model's "
         "kind allows, cosine loss, A started from a least-squares fit, rows written at their own norm blended with "
-        f"--blend, ranked by task counts; paper: Section 5 as written (four slots corrupted 50/25/25, mask-slot "
-        "readout, MSE, rows written as read, ranked by index)",
+        "--blend, ranked by task counts; paper: Section 5 as written (four slots corrupted 50/25/25, mask-slot "
+        "readout, MSE, rows written as read, ranked by index). With --reader, only the ranking and writing apply",
     )
     reader.add_argument(
         "--readout", choices=("mask-slot", "pooled-definition"),
@@ -174,6 +174,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if args.blend is not None and not (math.isfinite(args.blend) and 0 <= args.blend <= 1):
         raise CliError(f"--blend is lambda in e + lambda (e_d - e) and must lie in 0..1, got {args.blend:g}.")
     strategy = args.strategy or PRESETS[args.preset]["strategy"]
+    if args.reader is not None and args.readout is not None:
+        raise CliError(
+            "--readout sets up a reader to train; --reader loads one whose readout is in its config: drop --readout "
+            "(with --reader, --preset chooses only how rows are ranked and written)."
+        )
     if args.whole_range and strategy in ("random", "rare"):
         raise CliError(
             f"--whole-range replaces an index range, which --strategy {strategy} does not have: pass --strategy last "
@@ -253,7 +258,7 @@ def _train_reader(args: argparse.Namespace, reader: Any, tokenizer: Any, definit
 
     prompts = definition_prompt_dataset(definitions, tokenizer, word_slots=reader.config.word_slots)
     if least_squares:
-        fit_projection_by_least_squares(reader, tokenizer, prompts, max_prompts=len(prompts))
+        fit_projection_by_least_squares(reader, tokenizer, prompts)  # its first LEAST_SQUARES_PROMPTS
     # The Trainer saves nothing (save_strategy "no") but creates its folder: a temporary one leaves none behind.
     with trainer_folder(None) as trainer_dir:
         training_arguments = definition_training_arguments(

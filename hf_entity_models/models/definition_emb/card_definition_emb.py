@@ -91,9 +91,16 @@ def _config_rows(config: DefinitionEmbConfig, class_name: str) -> list[tuple[str
         ("Readout", f"`{config.readout}`"),
         ("Loss", "cosine: 1 - cos(e_d(v), e(v))" if config.loss == "cosine" else
                  "Eq. 1: squared L2 distance between e_d(v) and e(v)"),
-        ("Settings", "the paper's (Section 5 as written)" if paper else "the package's default (issue 24), not the "
-                     "paper's: see Limitations"),
+        ("Settings", _settings_name(config, paper)),
     ]
+
+
+def _settings_name(config: DefinitionEmbConfig, paper: bool) -> str:
+    if paper:
+        return "the paper's (Section 5 as written)"
+    if config.word_slots == "distinct" and config.loss == "cosine":
+        return "the package's defaults (distinct slots, all masked; cosine), not the paper's: see Limitations"
+    return "a mix of the paper's and the package's settings: see Limitations"
 
 
 def _limitations(config: DefinitionEmbConfig, datasets: list[str]) -> list[str]:

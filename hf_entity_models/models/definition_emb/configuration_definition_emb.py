@@ -31,7 +31,8 @@ WORD_SLOTS = (DISTINCT_SLOTS, PAPER_SLOTS)
 PAPER_SETTINGS = {"word_slots": PAPER_SLOTS, "readout": MASK_SLOT, "loss": MSE}
 # Architectures whose checkpoints carry a masked-LM (or denoising) head: their state at a mask slot is trained to
 # name the masked token, so the paper's mask-slot readout fits them.
-_MASKED_LM_ARCHITECTURE_MARKERS = ("MaskedLM", "ForPreTraining", "LMHead", "ConditionalGeneration")
+# ELECTRA's ForPreTraining is a replaced-token discriminator without one; BERT's has it.
+_MASKED_LM_ARCHITECTURE_MARKERS = ("MaskedLM", "BertForPreTraining", "LMHead", "ConditionalGeneration")
 
 
 @strict
@@ -181,11 +182,18 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
             config_dict = {**PAPER_SETTINGS, **config_dict}
         return super().from_dict(config_dict, **kwargs)
 
+    @classmethod
+    def from_json_file(cls, json_file) -> "DefinitionEmbConfig":
+        # PreTrainedConfig.from_json_file builds the config without from_dict: route it there for the migration.
+        return cls.from_dict(cls._dict_from_json_file(json_file))
+
 
 def default_readout(reader_config: PreTrainedConfig) -> str:
     """`"mask-slot"` for encoder-decoder models and checkpoints with a masked-LM / denoising head (or no recorded
     architecture), `"pooled-definition"` for encoders whose checkpoint names only heads without one (a
-    sentence-embedding `BertModel`, whose state at a mask slot says little about the masked token).
+    sentence-embedding `BertModel`, whose state at a mask slot says little about the masked token). The guess reads
+    the checkpoint's `architectures`: a masked-LM model re-saved as its base model reads as a sentence encoder, so
+    pass `readout=` explicitly when you know better.
 
     Example:
 

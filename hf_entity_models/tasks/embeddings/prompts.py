@@ -126,12 +126,12 @@ class WordDefinition:
 
 @dataclass(frozen=True)
 class DefinitionPrompt:
-    """A tokenized definition prompt and the token positions of its four word slots.
+    """A tokenized definition prompt and the token positions of its word slots (up to four).
 
     Attributes:
         input_ids: The prompt's token ids, with the tokenizer's special tokens around it.
-        corruption_spans: ``[start, end)`` token positions of the word slots (word, bpe-form, capitalized,
-            uppercase), in prompt order, non-empty and non-overlapping.
+        corruption_spans: ``[start, end)`` token positions of the word slots the prompt holds (of word, bpe-form,
+            capitalized, uppercase), in prompt order, non-empty and non-overlapping.
         word: The defined word.
 
     Raises:
@@ -543,7 +543,7 @@ def _special_token_frame(tokenizer: Any) -> tuple[list[int], list[int]]:
 def build_definition_prompt(
     tokenizer: Any, definition: WordDefinition, max_length: int | None = None, word_slots: str = "distinct"
 ) -> DefinitionPrompt:
-    """The tokenized prompt of Figure 4 / 17 (a) for one definition, with its four corruption spans.
+    """The tokenized prompt of Figure 4 / 17 (a) for one definition, with its corruption spans (one per word slot).
 
     The ids are assembled segment by segment (template text, word slots, definition), so every span is exactly the
     tokens of its word form (`word_forms`); the tokenizer's special tokens for a single sequence go around it.
@@ -577,8 +577,8 @@ def slot_token_ids(
     of).
 
     Example:
-        >>> slot_token_ids(tokenizer, ["discomfort"])  # doctest: +SKIP
-        [{4933, 8952, 2004}]
+        >>> slot_token_ids(bert_uncased_tokenizer, ["discomfort"])  # doctest: +SKIP
+        [{17964}]
     """
     builder = _PromptBuilder(tokenizer, word_slots)
     texts = [builder._form_texts(word) for word in words]

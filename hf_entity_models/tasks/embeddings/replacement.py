@@ -178,13 +178,9 @@ def compute_definition_embeddings(
             jobs += [(masked[position], [position], [token]) for position, token in new_positions]
         else:
             example = encoder_decoder_example(prompt, tokenizer, decoder_start)
-            wanted_here = {token for _, token in new_positions}
-            positions, tokens = [], []
-            for position, label in enumerate(example["labels"]):
-                if label in wanted_here:
-                    positions.append(position)
-                    tokens.append(label)
-                    wanted_here.discard(label)
+            target_position = _target_positions(prompt)
+            positions = [target_position[position] for position, _ in new_positions]
+            tokens = [token for _, token in new_positions]
             encoder_decoder_jobs.append({**example, "positions": positions, "tokens": tokens})
     embeddings = (
         _read_encoder_jobs(definition_model, tokenizer, jobs, batch_size, show_progress)
@@ -197,6 +193,18 @@ def compute_definition_embeddings(
         torch.stack([embeddings[token] for token in ordered]) if ordered else torch.empty(0, definition_model.config.embedding_size),
         [found_words[token] for token in ordered],
     )
+
+
+def _target_positions(prompt: DefinitionPrompt) -> dict[int, int]:
+    """Prompt position of each slot token -> its position in the encoder-decoder target (`encoder_decoder_example`:
+    sentinel_1 slot_1 sentinel_2 slot_2 ...), so that a token is read from the slot that named it."""
+    mapping, target = {}, 0
+    for start, end in prompt.corruption_spans:
+        target += 1  # the span's sentinel
+        for position in range(start, end):
+            mapping[position] = target
+            target += 1
+    return mapping
 
 
 def reads_own_definitions_only(config: Any) -> bool:
@@ -747,6 +755,8 @@ def blended_rows(original: torch.Tensor, definition: torch.Tensor, blend: float,
 
     ```
     """
+    if blend == 1 and not original_norms:  # the paper's rows, exactly as read
+        return definition.clone()
     original, definition = original.float(), definition.float()
     if original_norms:
         scale = original.norm(dim=-1, keepdim=True) / definition.norm(dim=-1, keepdim=True).clamp(min=1e-12)

@@ -96,7 +96,7 @@ def build_definition_trainer(
         model: A `DefinitionEmbModel` (its ``config.reader_type`` picks the collator).
         tokenizer: The PLM's tokenizer, the one the prompts were built with (saved with checkpoints).
         train_dataset: Rows of `definitions.definition_prompt_dataset`.
-        eval_dataset: Optional validation rows (loss only; encoder-only corruption is drawn afresh each time).
+        eval_dataset: Optional validation rows (loss only; every evaluation reads the same inputs).
         args: Training arguments; default `definition_training_arguments("definition_emb_output")`. They must keep
             ``remove_unused_columns=False``.
         seed: Seed of the collator's corruption generator. Data parallel (``accelerate launch``), process ``r``
