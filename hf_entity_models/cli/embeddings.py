@@ -273,8 +273,9 @@ def _train_reader(args: argparse.Namespace, reader: Any, tokenizer: Any, definit
 
 def _training_definitions(args: argparse.Namespace, definitions: Any, tokenizer: Any, config: Any) -> Any:
     """The definitions training reads: --max-steps x --batch-size per process (at least the least-squares start's
-    sample), drawn at random with --seed, so that only those are built into prompts (building all of WordNet's takes minutes, a few hundred take a second). A
-    pooled-definition reader rebuilds whole single-token words only, so it draws from their definitions."""
+    sample), drawn at random with --seed, so that only those are built into prompts (building all of WordNet's takes
+    minutes, a few thousand take seconds). A pooled-definition reader rebuilds whole single-token words only, so it
+    draws from their definitions."""
     from ..tasks.embeddings.quality import definitions_of_single_tokens
     from ..tasks.embeddings.training import LEAST_SQUARES_PROMPTS
     from ..training.distributed import process_rank_and_count

@@ -439,7 +439,8 @@ class _PromptBuilder:
         layouts = []
         for index, definition in enumerate(definitions):
             start = index * NUM_WORD_SLOTS
-            forms = self.kept_forms(self._forms_from_encoded(definition.word, encoded_forms[start : start + NUM_WORD_SLOTS]))
+            form_ids = encoded_forms[start : start + NUM_WORD_SLOTS]
+            forms = self.kept_forms(self._forms_from_encoded(definition.word, form_ids))
             segments = _template_segments(definition, self.convention, tuple(forms))
             layouts.append((definition, forms, segments, len(texts)))
             texts.extend(text for kind, text in segments if kind not in WORD_FORM_KEYS)

@@ -83,7 +83,8 @@ def training_targets(tokenizer: Any, definitions: Any, config: Any = None) -> se
 
     word_slots = getattr(config, "word_slots", None) or "paper"
     single = getattr(config, "readout", None) == "pooled-definition"
-    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"]), word_slots, single) for token in slots}
+    named = slot_token_ids(tokenizer, list(definitions["word"]), word_slots, single)
+    return {token for slots in named for token in slots}
 
 
 def definitions_of_single_tokens(tokenizer: Any, definitions: Any, config: Any) -> Any:
@@ -101,7 +102,8 @@ def _single_token_slots(tokenizer: Any, definitions: Any, config: Any) -> set[in
     from .prompts import slot_token_ids
 
     word_slots = getattr(config, "word_slots", None) or "paper"
-    return {token for slots in slot_token_ids(tokenizer, list(definitions["word"]), word_slots, True) for token in slots}
+    named = slot_token_ids(tokenizer, list(definitions["word"]), word_slots, True)
+    return {token for slots in named for token in slots}
 
 
 def held_out_comparison(
