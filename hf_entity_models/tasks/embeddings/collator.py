@@ -160,17 +160,21 @@ class DefinitionCollator:
             spans = prompt.corruption_spans
             if self.single_token_slots_only:
                 spans = [(start, end) for start, end in spans if end - start == 1]
-            ids, prompt_labels = corrupt_for_encoder(
-                prompt.input_ids,
-                spans,
-                self.mask_token_id,
-                self.random_ids,
-                self.generator,
-                mask_probability=self.mask_probability if self.word_slots == "paper" else 1.0,
-                random_probability=self.random_probability if self.word_slots == "paper" else 0.0,
-            )
-            if self.word_slots == "distinct":  # slots without a label are hidden too
+            if self.word_slots == "distinct":  # every slot hidden, labelled or not: as the reader is read
                 ids = torch.tensor(masked_all_slots(prompt, self.mask_token_id))
+                prompt_labels = torch.full_like(ids, IGNORE_INDEX)
+                for start, end in spans:
+                    prompt_labels[start:end] = torch.tensor(prompt.input_ids[start:end])
+            else:
+                ids, prompt_labels = corrupt_for_encoder(
+                    prompt.input_ids,
+                    spans,
+                    self.mask_token_id,
+                    self.random_ids,
+                    self.generator,
+                    mask_probability=self.mask_probability,
+                    random_probability=self.random_probability,
+                )
             corrupted.append(ids)
             labels.append(prompt_labels)
         input_ids, attention_mask = pad_sequences(corrupted, self.pad_token_id)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .replacement import compute_definition_embeddings, reads_own_definitions_only
+from .replacement import compute_definition_embeddings, reads_own_definitions_only, word_slots_of
 
 __all__ = [
     "HeldOutComparison",
@@ -79,12 +79,7 @@ class HeldOutComparison:
 def training_targets(tokenizer: Any, definitions: Any, config: Any = None) -> set[int]:
     """Every token a training definition holds in a word slot, with the word slots of the reader's `config`: what
     the reader was trained to rebuild (all four slots and their pieces without a config)."""
-    from .prompts import slot_token_ids
-
-    word_slots = getattr(config, "word_slots", None) or "paper"
-    single = getattr(config, "readout", None) == "pooled-definition"
-    named = slot_token_ids(tokenizer, list(definitions["word"]), word_slots, single)
-    return {token for slots in named for token in slots}
+    return _named_tokens(tokenizer, definitions, config, getattr(config, "readout", None) == "pooled-definition")
 
 
 def definitions_of_single_tokens(tokenizer: Any, definitions: Any, config: Any) -> Any:
@@ -92,17 +87,15 @@ def definitions_of_single_tokens(tokenizer: Any, definitions: Any, config: Any) 
     definition of its own); in their order."""
     from .prompts import slot_token_ids
 
-    word_slots = getattr(config, "word_slots", None) or "paper"
     words = list(definitions["word"])
-    keep = [index for index, slots in enumerate(slot_token_ids(tokenizer, words, word_slots, True)) if slots]
+    keep = [index for index, slots in enumerate(slot_token_ids(tokenizer, words, word_slots_of(config), True)) if slots]
     return definitions.select(keep)
 
 
-def _single_token_slots(tokenizer: Any, definitions: Any, config: Any) -> set[int]:
+def _named_tokens(tokenizer: Any, definitions: Any, config: Any, single_token_slots_only: bool) -> set[int]:
     from .prompts import slot_token_ids
 
-    word_slots = getattr(config, "word_slots", None) or "paper"
-    named = slot_token_ids(tokenizer, list(definitions["word"]), word_slots, True)
+    named = slot_token_ids(tokenizer, list(definitions["word"]), word_slots_of(config), single_token_slots_only)
     return {token for slots in named for token in slots}
 
 
@@ -131,9 +124,8 @@ def held_out_comparison(
         True
     """
     special = set(tokenizer.all_special_ids)
-    named = training_targets(tokenizer, held_out_definitions, definition_model.config)
-    if reads_own_definitions_only(definition_model.config):
-        named &= _single_token_slots(tokenizer, held_out_definitions, definition_model.config)
+    config = definition_model.config
+    named = _named_tokens(tokenizer, held_out_definitions, config, reads_own_definitions_only(config))
     candidates = named - set(trained_tokens) - special
     candidates = {token for token in candidates if token < embeddings.shape[0]}
     if not candidates:

@@ -143,7 +143,7 @@ def compute_definition_embeddings(
     wanted = _wanted_tokens(tokenizer, definition_model, token_ids)
     config = definition_model.config
     own_only = reads_own_definitions_only(config)
-    hide_every_slot = _word_slots(config) == "distinct" if mask_every_slot is None else bool(mask_every_slot)
+    hide_every_slot = word_slots_of(config) == "distinct" if mask_every_slot is None else bool(mask_every_slot)
     if token_ids is not None:
         definitions, _ = _definitions_naming(definitions, tokenizer, wanted, config)
         if len(definitions) == 0:  # no definition names a wanted token
@@ -151,7 +151,7 @@ def compute_definition_embeddings(
                 torch.empty(0, dtype=torch.long), torch.empty(0, definition_model.config.embedding_size), []
             )
     prompts = _prompt_dataset(
-        definitions, tokenizer, _reader_max_length(definition_model, tokenizer), _word_slots(config)
+        definitions, tokenizer, _reader_max_length(definition_model, tokenizer), word_slots_of(config)
     )
     reader_type = definition_model.config.reader_type
     if reader_type == "encoder-only" and tokenizer.mask_token_id is None:
@@ -211,10 +211,11 @@ def reads_own_definitions_only(config: Any) -> bool:
     """Whether a reader's embedding of a token comes only from a definition of that token alone (a slot that is the
     token by itself): always except with the paper's settings (word slots "paper" and the mask-slot readout), which
     also read the pieces of longer words (``##for`` from a definition of "therefor")."""
-    return _word_slots(config) != "paper" or getattr(config, "readout", "mask-slot") == "pooled-definition"
+    return word_slots_of(config) != "paper" or getattr(config, "readout", "mask-slot") == "pooled-definition"
 
 
-def _word_slots(config: Any) -> str:
+def word_slots_of(config: Any) -> str:
+    """A reader config's `word_slots`; "paper" for configs that predate it (or none)."""
     return getattr(config, "word_slots", None) or "paper"
 
 
@@ -261,7 +262,7 @@ def _definitions_naming(
     words, unnamed, kept = definitions["word"], set(wanted), []
     for start in range(0, len(words), batch_size):
         slots_of_batch = slot_token_ids(
-            tokenizer, words[start : start + batch_size], _word_slots(config), reads_own_definitions_only(config)
+            tokenizer, words[start : start + batch_size], word_slots_of(config), reads_own_definitions_only(config)
         )
         for index, slots in enumerate(slots_of_batch, start):
             if slots & unnamed:

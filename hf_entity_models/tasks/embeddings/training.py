@@ -23,6 +23,7 @@ from transformers.utils import logging
 
 from ...training.distributed import check_processes_connected
 from .collator import READER_TYPES, DefinitionCollator
+from .prompts import IGNORE_INDEX
 
 logger = logging.get_logger(__name__)
 
@@ -134,16 +135,9 @@ def build_definition_trainer(
             "sees them. Build the arguments with definition_training_arguments(...) or set "
             "remove_unused_columns=False."
         )
-    decoder_start = _config_value(reader_config, "decoder_start_token_id") if reader_type == "encoder-decoder" else None
-
-    word_slots = _config_value(config, "word_slots") or "paper"
-    pooled = _config_value(config, "readout") == "pooled-definition"
 
     def collator(collator_seed: int) -> DefinitionCollator:
-        return DefinitionCollator(
-            tokenizer, reader_type, seed=collator_seed, decoder_start_token_id=decoder_start,
-            word_slots=word_slots, single_token_slots_only=pooled,
-        )
+        return definition_collator(model, tokenizer, collator_seed)
 
     return DefinitionTrainer(
         model=model,
@@ -160,9 +154,11 @@ def definition_collator(model: Any, tokenizer: Any, seed: int = 0) -> Definition
     """The collator that builds `model`'s training batches as its config says (reader type, word slots; a
     pooled-definition reader labels single-token slots only)."""
     config = model.config
-    reader_type = config.reader_type
+    reader_type = _config_value(config, "reader_type")
     decoder_start = (
-        _config_value(config.reader_config, "decoder_start_token_id") if reader_type == "encoder-decoder" else None
+        _config_value(_config_value(config, "reader_config"), "decoder_start_token_id")
+        if reader_type == "encoder-decoder"
+        else None
     )
     return DefinitionCollator(
         tokenizer, reader_type, seed=seed, decoder_start_token_id=decoder_start,
@@ -208,7 +204,7 @@ def fit_projection_by_least_squares(
             batch = {key: value.to(model.device) for key, value in batch.items()}
             labels = batch.pop("labels")
             model(**batch)
-            labelled = labels != -100
+            labelled = labels != IGNORE_INDEX
             states[-1] = states[-1][labelled].double().cpu()
             labels_seen.append(labels[labelled].cpu())
     finally:
