@@ -98,6 +98,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--speed-only", action="store_true",
         help="time the train steps and train nothing (e.g. alone on a GPU before parallel training runs)",
     )
+    parser.add_argument(
+        "--save-models", action="store_true",
+        help="save every trained reader to OUTPUT_DIR/v{version}/{rung}/seed{seed}/final (e.g. for --init-from-v1)",
+    )
+    parser.add_argument(
+        "--init-from-v1", default=None, metavar="DIR",
+        help="SQuAD 2.0 runs start from the same rung and seed's SQuAD 1.1-trained reader saved under DIR by "
+             "--save-models (DIR/v1.1/{rung}/seed{seed}/final), the common recipe, instead of the pretrained encoder",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--output-dir", default="runs/bench-forcereader-squad")
     parser.add_argument("--results", default=None, help="JSON output (default benchmarks/results/forcereader_squad.json)")
@@ -174,8 +183,16 @@ def split_version(version: str, args) -> dict:
     }
 
 
+def v1_checkpoint(folder: str, rung: str, seed: int) -> Path:
+    return Path(folder) / "v1.1" / rung / f"seed{seed}" / "final"
+
+
 def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, args) -> dict:
-    model = build(rung, seed)
+    if version == "2.0" and args.init_from_v1:
+        set_seed(seed)
+        model = ForceReaderForQuestionAnswering.from_pretrained(v1_checkpoint(args.init_from_v1, rung, seed))
+    else:
+        model = build(rung, seed)
     started = time.perf_counter()
     # train_on_squad scores the selection part (SQuAD 2.0: it chooses the no-answer threshold there and stores it in
     # the config); the report part is scored afterwards at that threshold.
@@ -187,10 +204,14 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
         num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size, seed=seed,
         logging_steps=10, dataloader_num_workers=0,
     )
+    if args.save_models:
+        result.trainer.save_model(os.path.join(args.output_dir, f"v{version}", rung, f"seed{seed}", "final"))
     train_seconds = result.trainer.state.log_history[-1].get("train_runtime")
     record = {
         "train_runtime_s": train_seconds,
         "train_steps": result.trainer.state.global_step,
+        **({"initialised_from": str(v1_checkpoint(args.init_from_v1, rung, seed))}
+           if version == "2.0" and args.init_from_v1 else {}),
         "final_train_loss": result.trainer.state.log_history[-1].get("train_loss"),
         "train_loss_log": [[entry["step"], entry["loss"]] for entry in result.trainer.state.log_history if "loss" in entry],
     }
@@ -380,6 +401,8 @@ def main(argv: list[str] | None = None) -> None:
         for key in ("train_questions", "max_length", "doc_stride", "epochs", "batch_size", "pretrained_lr",
                     "new_lr", "split_seed", "heldout_articles", "selection_articles", "report_questions")
     }
+    if args.init_from_v1:
+        budget["init_from_v1"] = True
     previous = load_previous(results_path, budget) if args.resume else None
     results = {
         "command": command_line(argv),

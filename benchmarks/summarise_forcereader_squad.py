@@ -2,7 +2,9 @@
 
     python benchmarks/summarise_forcereader_squad.py benchmarks/results/forcereader_squad_issue22b_*.json
 
-Runs from several files are merged by (version, seed, rung): files measured with another budget are refused, and a
+A file may be named as PATH:RUNG,RUNG to take only those rungs from it (e.g. the joint baseline's seeds from an
+earlier file measured with the same budget, next to a new default of `forcereader`). Runs from several files are
+merged by (version, seed, rung): files measured with another budget are refused, and a
 run found twice is refused (which one would count is not obvious). Scores are on the report part of the held-out
 articles; "selection F1" is on the selection part, where the SQuAD 2.0 threshold and the defaults were chosen.
 Mean ± sample standard deviation over seeds; the paired difference is the rung's F1 minus the joint baseline's on
@@ -17,23 +19,27 @@ from pathlib import Path
 BASELINE = "joint-bert"
 
 
-def merge(paths: list[Path]) -> tuple[dict, dict | None, dict]:
+def merge(names: list[str]) -> tuple[dict, dict | None, dict]:
     """(version -> rung -> seed -> record, the speed record if any file has one, the common budget)."""
     quality: dict = {}
     speed, budget = None, None
-    for path in paths:
+    for name in names:
+        path_text, _, only = name.partition(":")
+        path, kept = Path(path_text), set(only.split(",")) if only else None
         results = json.loads(path.read_text())
         if budget is None:
             budget = results["budget"]
         elif results["budget"] != budget:
             raise SystemExit(f"{path} was measured with another budget ({results['budget']}) than {budget}.")
-        if results.get("speed"):
+        if results.get("speed") and kept is None:
             if speed is not None:
                 raise SystemExit(f"{path} has step times too: pass only one file with step times (one machine).")
             speed = results["speed"]
         for version, per_version in results["quality"].items():
             for seed, runs in per_version["runs"].items():
                 for rung, record in runs.items():
+                    if kept is not None and rung not in kept:
+                        continue
                     seeds = quality.setdefault(version, {}).setdefault(rung, {})
                     if seed in seeds:
                         raise SystemExit(f"SQuAD {version}, seed {seed}, {rung} is in more than one file ({path}).")
@@ -104,7 +110,7 @@ def speed_table(speed: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("results", nargs="+", help="results files, each PATH or PATH:RUNG,RUNG")
     args = parser.parse_args(argv)
     quality, speed, budget = merge(args.results)
     print(f"Budget: {json.dumps(budget)}\n")

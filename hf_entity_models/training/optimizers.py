@@ -10,6 +10,7 @@ def two_rate_adamw(
     pretrained_lr: float = 3e-5,
     new_lr: float = 1e-4,
     weight_decay: float = 1e-4,
+    new_weight_decay: float | None = None,
 ) -> torch.optim.AdamW:
     """AdamW with one learning rate for the pretrained encoder and another for the layers trained from scratch.
 
@@ -25,6 +26,8 @@ def two_rate_adamw(
         pretrained_lr: Learning rate of `pretrained`'s parameters.
         new_lr: Learning rate of every other parameter.
         weight_decay: Decoupled weight decay of all parameters.
+        new_weight_decay: Decoupled weight decay of the new layers instead (default: `weight_decay`), e.g. a
+            stronger one for heads that fit their training questions faster than the encoder learns to read.
 
     Raises:
         ValueError: `pretrained` is not a submodule of `model`, or holds all of its trainable parameters.
@@ -52,7 +55,11 @@ def two_rate_adamw(
     return torch.optim.AdamW(
         [
             {"params": pretrained_params, "lr": pretrained_lr},
-            {"params": new_params, "lr": new_lr},
+            {
+                "params": new_params,
+                "lr": new_lr,
+                "weight_decay": weight_decay if new_weight_decay is None else new_weight_decay,
+            },
         ],
         weight_decay=weight_decay,
     )

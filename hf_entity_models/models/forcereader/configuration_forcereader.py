@@ -19,6 +19,13 @@ READING_MODES = ("q2p", "p2q", "qcp")
 INTERACTION_HEADS = ("residual", "concat", "paper")
 # Where Eq. 3 adds the background h_QCP (see the `background_attention_side` field).
 BACKGROUND_ATTENTION_SIDES = ("query", "key")
+# How the two answer heads (the QCP token head and the separate-encoding branch) are trained (see `head_training`).
+HEAD_TRAININGS = ("sum", "deep-supervision", "stacked")
+# The two-head training switches, at the values that train the summed logits alone (the issue-22 design, and what
+# configs saved before these fields existed were trained with).
+SUMMED_HEAD_TRAINING = dict(
+    head_training="sum", detach_branch_from_encoder=False, branch_dropout=0.0, branch_gate=False
+)
 # The rungs of the paper's ablation ladder (Table 1), each one config (the switches that differ from the default),
 # and the full model read as printed.
 PRESETS = {
@@ -93,6 +100,25 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             the joint pass already runs for h_QCP, and its token states cost nothing more to read. Only used when
             `"qcp"` is in `reading_modes`. Configs saved before the field existed load with `False` (as they
             were trained).
+        head_training (`str`, *optional*, defaults to `"sum"`):
+            How the loss trains the two answer heads when the QCP token head is on (`qcp_passage_logits`): the QCP
+            token head (joint reading) and the separate-encoding branch (every other start/end logit). `"sum"`:
+            Eq. 7 on the summed logits only. `"deep-supervision"`: Eq. 7 on the sum plus Eq. 7 on each head's
+            logits alone, so each head learns as if it were alone. `"stacked"`: Eq. 7 on the QCP token head alone
+            plus Eq. 7 on the sum with the QCP token head's logits detached, so the joint head (and, with
+            `detach_branch_from_encoder`, the encoder) trains exactly as the joint baseline and the branch learns
+            what the joint head's logits miss.
+        detach_branch_from_encoder (`bool`, *optional*, defaults to `False`):
+            Whether the separate-encoding branch sends no gradient into the shared encoder: the separate question
+            and passage passes run without gradient (which also saves their backward pass) and h_QCP enters the
+            branch detached, so only the QCP token head trains the encoder. Needs the QCP token head.
+        branch_dropout (`float`, *optional*, defaults to 0.0):
+            In training, the probability that a row's separate-encoding logits are dropped (the row is then scored
+            by the QCP token head alone), not rescaled. Needs the QCP token head.
+        branch_gate (`bool`, *optional*, defaults to `False`):
+            Multiply the separate-encoding logits by a learned scalar that starts at 0 (the branch's bilinear maps
+            then start from a normal draw instead of zero, so that the gate gets a gradient). Needs the QCP token
+            head.
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
@@ -166,6 +192,10 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
     interaction_head: str = "residual"
     qcp_passage_logits: bool = True
+    head_training: str = "sum"
+    detach_branch_from_encoder: bool = False
+    branch_dropout: float | int = 0.0
+    branch_gate: bool = False
     background_attention_side: str = "query"
     scale_mode_attention: bool = False
     null_score_diff_threshold: float | int = 0.0
@@ -189,6 +219,9 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         # all its fields) was trained without the QCP token head: load it as it was, not with a fresh random head.
         if "transformers_version" in config_dict and "qcp_passage_logits" not in config_dict:
             config_dict = {**config_dict, "qcp_passage_logits": False}
+        # Likewise a config saved before the two-head training switches was trained on the summed logits alone.
+        if "transformers_version" in config_dict and "head_training" not in config_dict:
+            config_dict = {**SUMMED_HEAD_TRAINING, **config_dict}
         return super().from_dict(config_dict, **kwargs)
 
     @classmethod
@@ -213,6 +246,12 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     def scores_qcp_tokens(self) -> bool:
         """Whether the QCP pass's token states score the answer (`qcp_passage_logits`, with the QCP mode on)."""
         return "qcp" in self.reading_modes and self.qcp_passage_logits
+
+    @property
+    def has_two_heads(self) -> bool:
+        """Whether the answer is scored by two heads, the QCP token head and the separate-encoding branch (the
+        two-head training switches apply only then)."""
+        return self.separate_encoding and self.scores_qcp_tokens
 
     def _check_values(self) -> None:
         unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
@@ -240,6 +279,19 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             f"background_attention_side must be one of {BACKGROUND_ATTENTION_SIDES}, got "
             f"{self.background_attention_side!r}.",
         )
+        _require(
+            self.head_training in HEAD_TRAININGS,
+            f"head_training must be one of {HEAD_TRAININGS}, got {self.head_training!r}.",
+        )
+        _require(
+            0.0 <= self.branch_dropout <= 1.0,
+            f"branch_dropout must be a probability in [0, 1], got {self.branch_dropout!r}.",
+        )
+        _require(
+            self.has_two_heads or not self.detach_branch_from_encoder,
+            "detach_branch_from_encoder needs the QCP token head to train the encoder: without it nothing would. Set "
+            "qcp_passage_logits=True with 'qcp' in reading_modes, or detach_branch_from_encoder=False.",
+        )
         _require(self.interaction_channels >= 1, f"interaction_channels must be >= 1, got {self.interaction_channels}.")
         _require(
             len(self.interaction_kernel_sizes) >= 1 and all(size >= 1 and size % 2 == 1 for size in self.interaction_kernel_sizes),
@@ -261,4 +313,12 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["BACKGROUND_ATTENTION_SIDES", "INTERACTION_HEADS", "PRESETS", "READING_MODES", "ForceReaderConfig"]
+__all__ = [
+    "BACKGROUND_ATTENTION_SIDES",
+    "HEAD_TRAININGS",
+    "INTERACTION_HEADS",
+    "PRESETS",
+    "READING_MODES",
+    "SUMMED_HEAD_TRAINING",
+    "ForceReaderConfig",
+]

@@ -239,6 +239,27 @@ class InteractiveReasoning(nn.Module):
         return pooled.masked_fill(~passage_mask[:, None, :], 0.0).transpose(1, 2)
 
 
+class BranchGate(nn.Module):
+    """A learned scalar that scales the separate-encoding branch's logits (`branch_gate`); it starts at 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(()))
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits * self.weight
+
+
+class AnswerHeadLogits(NamedTuple):
+    """Start/end logits of each answer head in the packed layout (non-answerable positions hold `MASKED_LOGIT`)."""
+
+    branch_start: torch.Tensor  # the separate-encoding branch (the only head of a rung without the QCP token head)
+    branch_end: torch.Tensor
+    pair_start: torch.Tensor | None  # the QCP token head (None without it)
+    pair_end: torch.Tensor | None
+    answerable: torch.BoolTensor
+
+
 class ForceReaderModel(ForceReaderPreTrainedModel):
     """
     The ForceReader body: the encoder and the reading modes (sections 3.1-3.3). Which parts run is set by the config
@@ -309,11 +330,17 @@ class ForceReaderModel(ForceReaderPreTrainedModel):
                 passage_states=states, passage_mask=valid, passage_positions=positions.masked_fill(~valid, -1)
             )
         sequences = split_packed_input(input_ids, token_type_ids, attention_mask)
-        question = self._encode(sequences.question_ids, sequences.question_mask)
-        passage = self._encode(sequences.passage_ids, sequences.passage_mask)
+        # `detach_branch_from_encoder`: only the QCP token head trains the encoder, so the separate passes need no
+        # graph (and no backward pass), and h_QCP enters the branch without one.
+        detach = self.config.has_two_heads and self.config.detach_branch_from_encoder
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not detach):
+            question = self._encode(sequences.question_ids, sequences.question_mask)
+            passage = self._encode(sequences.passage_ids, sequences.passage_mask)
         modes = self.config.reading_modes
         pair = self._encode(input_ids, attention_mask, token_type_ids) if self._reads_pair() else None
         background = pair[:, 0] if pair is not None else None
+        if detach and background is not None:
+            background = background.detach()
         condition = background if self.config.conditional_background_attention else None
         # Both modes read the separate encodings: they are parallel readings, not one after the other.
         question_to_passage = passage_to_question = None
@@ -420,6 +447,7 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
             self.qa_outputs = nn.Linear(hidden_size, 2)
         if config.scores_qcp_tokens:
             self.pair_outputs = nn.Linear(hidden_size, 2)  # BERT's QA head on the QCP pass (normal start, like BERT's)
+        self.branch_gate = BranchGate() if config.has_two_heads and config.branch_gate else None
         self.post_init()
 
     @torch.no_grad()
@@ -427,8 +455,14 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         super()._init_weights(module)
         # Zero starts: the bilinear head would start with a start-logit spread of about 2.5 (an initial loss of
         # 14.5 against 9.7 for uniform logits, and encoder gradients of norm ~100); the residual interaction
-        # projection makes the full model start exactly as its CondAttentionReader.
-        if any(module is layer for layer in (self.start_bilinear, self.end_bilinear, self.interaction_outputs)):
+        # projection makes the full model start exactly as its CondAttentionReader. Behind a gate that starts at
+        # 0, the bilinear maps start from a normal draw instead: a zero branch behind a zero gate gets no gradient.
+        if isinstance(module, BranchGate):
+            init.zeros_(module.weight)
+        elif any(module is layer for layer in (self.start_bilinear, self.end_bilinear)) and self.branch_gate is not None:
+            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            init.zeros_(module.bias)
+        elif any(module is layer for layer in (self.start_bilinear, self.end_bilinear, self.interaction_outputs)):
             init.zeros_(module.weight)
             init.zeros_(module.bias)
 
@@ -473,6 +507,56 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         body = self.forcereader(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        heads = self._head_logits(body, input_ids, attention_mask, token_type_ids)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self._loss(heads, start_positions, end_positions)
+        start_logits, end_logits = _combined(heads, heads.branch_start, heads.branch_end)
+        return ForceReaderQuestionAnsweringOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            question_to_passage_attentions=body.question_to_passage_attentions,
+            passage_to_question_attentions=body.passage_to_question_attentions,
+        )
+
+    def head_logits(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """(start, end) logits over the packed input of each answer head alone and of their sum (what `forward`
+        returns): `"combined"`, and with the QCP token head `"qcp_tokens"` and `"separate_encoding"` (the branch as
+        it enters the sum, gate included). A diagnostic: which head carries the answer, on data of your choice.
+
+        Example:
+
+        ```python
+        >>> model.eval()  # doctest: +SKIP
+        >>> heads = model.head_logits(**tokenizer(question, context, return_tensors="pt"))  # doctest: +SKIP
+        >>> sorted(heads)  # doctest: +SKIP
+        ['combined', 'qcp_tokens', 'separate_encoding']
+
+        ```
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        body = self.forcereader(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        heads = self._head_logits(body, input_ids, attention_mask, token_type_ids)
+        logits = {"combined": _combined(heads, heads.branch_start, heads.branch_end)}
+        if heads.pair_start is not None:
+            logits["qcp_tokens"] = (heads.pair_start, heads.pair_end)
+            logits["separate_encoding"] = (heads.branch_start, heads.branch_end)
+        return logits
+
+    def _head_logits(
+        self,
+        body: ForceReaderModelOutput,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.LongTensor | None,
+    ) -> AnswerHeadLogits:
         passage = self.dropout(body.passage_states)
         question = self.dropout(body.question_states) if body.question_states is not None else None
         interaction = None
@@ -490,23 +574,45 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
             start, end = self.qa_outputs(features).unbind(dim=-1)
         else:
             start, end = self.qa_outputs(passage).unbind(dim=-1)
+        if self.branch_gate is not None:
+            start, end = self.branch_gate(start), self.branch_gate(end)
         answerable = _answerable_positions(input_ids, attention_mask, token_type_ids)
-        start_logits = _to_packed_positions(start, body.passage_positions, answerable)
-        end_logits = _to_packed_positions(end, body.passage_positions, answerable)
-        if self.pair_outputs is not None:  # the QCP mode's jointly read tokens add their votes (packed layout)
+        pair_start = pair_end = None
+        if self.pair_outputs is not None:  # the QCP mode's jointly read tokens (packed layout)
             pair_start, pair_end = self.pair_outputs(self.dropout(body.pair_states)).unbind(dim=-1)
-            start_logits = torch.where(answerable, start_logits + pair_start, start_logits)
-            end_logits = torch.where(answerable, end_logits + pair_end, end_logits)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = _span_loss(start_logits, end_logits, start_positions, end_positions)
-        return ForceReaderQuestionAnsweringOutput(
-            loss=loss,
-            start_logits=start_logits,
-            end_logits=end_logits,
-            question_to_passage_attentions=body.question_to_passage_attentions,
-            passage_to_question_attentions=body.passage_to_question_attentions,
+            pair_start = pair_start.masked_fill(~answerable, MASKED_LOGIT)
+            pair_end = pair_end.masked_fill(~answerable, MASKED_LOGIT)
+        return AnswerHeadLogits(
+            branch_start=_to_packed_positions(start, body.passage_positions, answerable),
+            branch_end=_to_packed_positions(end, body.passage_positions, answerable),
+            pair_start=pair_start,
+            pair_end=pair_end,
+            answerable=answerable,
         )
+
+    def _loss(
+        self, heads: AnswerHeadLogits, start_positions: torch.Tensor, end_positions: torch.Tensor
+    ) -> torch.Tensor:
+        """Eq. 7 on the summed logits, plus the heads' own terms that `head_training` asks for (section docs in
+        `ForceReaderConfig`). Branch dropout acts on the branch only where it enters the sum."""
+        if heads.pair_start is None:
+            return _span_loss(heads.branch_start, heads.branch_end, start_positions, end_positions)
+        branch_start, branch_end = heads.branch_start, heads.branch_end
+        dropout = self.config.branch_dropout
+        if self.training and dropout > 0:
+            kept = torch.rand(branch_start.shape[0], 1, device=branch_start.device) >= dropout
+            silent = torch.zeros_like(branch_start).masked_fill(~heads.answerable, MASKED_LOGIT)
+            branch_start = torch.where(kept, branch_start, silent)
+            branch_end = torch.where(kept, branch_end, silent)
+        training = self.config.head_training
+        pair_loss = _span_loss(heads.pair_start, heads.pair_end, start_positions, end_positions)
+        if training == "stacked":
+            stacked = _combined(heads, branch_start, branch_end, detach_pair=True)
+            return pair_loss + _span_loss(*stacked, start_positions, end_positions)
+        loss = _span_loss(*_combined(heads, branch_start, branch_end), start_positions, end_positions)
+        if training == "deep-supervision":
+            loss = loss + pair_loss + _span_loss(heads.branch_start, heads.branch_end, start_positions, end_positions)
+        return loss
 
     def _question_summary(
         self, question: torch.Tensor, question_mask: torch.BoolTensor, background: torch.Tensor | None
@@ -518,6 +624,21 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         if background is not None and not self.config.conditional_background_attention:
             summary = summary + background
         return summary
+
+
+def _combined(
+    heads: AnswerHeadLogits, branch_start: torch.Tensor, branch_end: torch.Tensor, detach_pair: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The answer logits: the branch's plus the QCP token head's (if any) on the answerable positions."""
+    if heads.pair_start is None:
+        return branch_start, branch_end
+    pair_start, pair_end = heads.pair_start, heads.pair_end
+    if detach_pair:
+        pair_start, pair_end = pair_start.detach(), pair_end.detach()
+    return (
+        torch.where(heads.answerable, branch_start + pair_start, MASKED_LOGIT),
+        torch.where(heads.answerable, branch_end + pair_end, MASKED_LOGIT),
+    )
 
 
 def _answerable_positions(
@@ -562,6 +683,7 @@ def _span_loss(
 
 __all__ = [
     "MASKED_LOGIT",
+    "AnswerHeadLogits",
     "ForceReaderForQuestionAnswering",
     "ForceReaderModel",
     "ForceReaderModelOutput",

@@ -134,16 +134,17 @@ def build_squad_trainer(
     pretrained_lr: float = 3e-5,
     new_lr: float = 1e-4,
     weight_decay: float = 1e-4,
+    new_weight_decay: float | None = None,
 ) -> Trainer:
     """The stock Trainer on SQuAD training features, with ForceReader's optimizer (section 4.3): AdamW at
-    `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters; the
+    `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters (`new_weight_decay` on the new layers when given); the
     Trainer adds the warm-up and linear decay of `args`.
 
     Raises:
         ValueError: If N processes were launched but `args` do not connect them (see `check_processes_connected`).
     """
     check_processes_connected(args)
-    optimizer = two_rate_adamw(model, pretrained_part(model), pretrained_lr, new_lr, weight_decay)
+    optimizer = two_rate_adamw(model, pretrained_part(model), pretrained_lr, new_lr, weight_decay, new_weight_decay)
     return Trainer(
         model=model,
         args=args,
@@ -400,6 +401,7 @@ def train_on_squad(
     pretrained_lr: float = 3e-5,
     new_lr: float = 1e-4,
     weight_decay: float = 1e-4,
+    new_weight_decay: float | None = None,
     eval_batch_size: int = 32,
     **training_arguments: Any,
 ) -> SquadTrainingResult:
@@ -438,7 +440,8 @@ def train_on_squad(
         train_features = squad_features(train_examples, tokenizer, max_length, doc_stride, training=True)
         validation_features = squad_features(validation_examples, tokenizer, max_length, doc_stride, training=False)
     trainer = build_squad_trainer(
-        model, tokenizer, train_features, args, pretrained_lr=pretrained_lr, new_lr=new_lr, weight_decay=weight_decay
+        model, tokenizer, train_features, args, pretrained_lr=pretrained_lr, new_lr=new_lr, weight_decay=weight_decay,
+        new_weight_decay=new_weight_decay,
     )
     trainer.train()
     trained = trainer.model
