@@ -63,6 +63,7 @@ VARIANTS = {
     "cond-attention-reader-cls-only": ("cond-attention-reader", {"qcp_passage_logits": False}),
     "multi-mode-reader-cls-only": ("multi-mode-reader", {"qcp_passage_logits": False}),
     "forcereader-paper": ("forcereader-paper", {}),
+    "forcereader-sum": ("forcereader-sum", {}),
 }
 BASELINE = "joint-bert"
 # A no-answer threshold above every null-odds value: the model always answers.
@@ -210,6 +211,8 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
     record = {
         "train_runtime_s": train_seconds,
         "train_steps": result.trainer.state.global_step,
+        **({"branch_weight": result.trainer.model.config.branch_weight,
+            "selection_f1_per_branch_weight": result.branch_weight_f1} if result.branch_weight_f1 else {}),
         **({"initialised_from": str(v1_checkpoint(args.init_from_v1, rung, seed))}
            if version == "2.0" and args.init_from_v1 else {}),
         "final_train_loss": result.trainer.state.log_history[-1].get("train_loss"),

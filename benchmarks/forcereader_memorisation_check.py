@@ -15,7 +15,7 @@ reads; a condition whose QCP head alone scores below the joint baseline's head h
 branch. One JSON record per condition is written as it finishes (`--results`), so an interrupted run keeps what it
 measured, and `--resume` skips the conditions already there.
 
-    python benchmarks/forcereader_memorisation_check.py joint a-sum b-deep-supervision          # ~30 min, 1 thread
+    python benchmarks/forcereader_memorisation_check.py joint a-sum b-deep-supervision   # ~65 min, 1 thread
     python benchmarks/forcereader_memorisation_check.py --train-questions 160 --epochs 3 joint a-sum   # issue 22's
 """
 
@@ -38,6 +38,7 @@ from hf_entity_models.tasks.question_answering import (  # noqa: E402
     postprocess_predictions,
     score_answers,
     squad_features,
+    squad_head_logits,
     squad_training_arguments,
 )
 
@@ -71,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("conditions", nargs="+", choices=sorted(CONDITIONS))
     parser.add_argument("--train-questions", type=int, default=1200)
-    parser.add_argument("--epochs", type=float, default=0.75)
+    parser.add_argument("--epochs", type=float, default=1.5)
     parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--doc-stride", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -82,6 +83,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--results", default=str(bench.RESULTS / "forcereader_mechanism.json"))
     parser.add_argument("--resume", action="store_true", help="skip the conditions already in --results")
+    parser.add_argument(
+        "--report", action="store_true",
+        help="also score the report articles (only reported: nothing is chosen on them), as the benchmark does",
+    )
+    parser.add_argument(
+        "--save-models", default=None, metavar="DIR",
+        help="save every trained reader to DIR/v1.1/CONDITION/seedSEED/final (the layout of the benchmark's "
+             "--init-from-v1)",
+    )
     return parser.parse_args(argv)
 
 
@@ -91,24 +101,13 @@ def build(condition: str, seed: int) -> tuple[ForceReaderForQuestionAnswering, d
     return ForceReaderForQuestionAnswering.from_encoder(bench.ENCODER, preset=preset, **overrides), optimizer_options
 
 
-@torch.no_grad()
 def head_scores(model, tokenizer, examples, args) -> dict:
     """SQuAD 1.1 F1 / EM of the answers of every head of `model` (the sum alone for a one-head rung): one forward
     pass per feature batch, every head post-processed like the model's answers."""
-    model.eval()
     features = squad_features(examples, tokenizer, args.max_length, args.doc_stride, training=False)
-    inputs = features.select_columns(["input_ids", "token_type_ids", "attention_mask"]).with_format("torch")
-    logits: dict[str, tuple[list, list]] = {}
-    for start in range(0, len(inputs), 32):
-        batch = inputs[start : start + 32]
-        for head, (start_logits, end_logits) in model.head_logits(**batch).items():
-            starts, ends = logits.setdefault(head, ([], []))
-            starts.append(start_logits.float())
-            ends.append(end_logits.float())
     scores = {}
-    for head, (starts, ends) in logits.items():
-        answers = postprocess_predictions(examples, features, torch.cat(starts), torch.cat(ends))
-        evaluation = score_answers(answers, examples)
+    for head, (start_logits, end_logits) in squad_head_logits(model, features, progress=False).items():
+        evaluation = score_answers(postprocess_predictions(examples, features, start_logits, end_logits), examples)
         scores[head] = {"f1": evaluation.scores["f1"], "exact_match": evaluation.scores["exact_match"]}
     return scores
 
@@ -142,8 +141,12 @@ def run_condition(condition: str, data: dict, tokenizer, args) -> dict:
         "training_questions": head_scores(model, tokenizer, data["train_scored"], args),
         "heldout_selection": head_scores(model, tokenizer, data["selection"], args),
     }
+    if args.report:
+        record["heldout_report"] = head_scores(model, tokenizer, data["report"], args)
+    if args.save_models:
+        trainer.save_model(str(Path(args.save_models) / "v1.1" / condition / f"seed{args.seed}" / "final"))
     if getattr(model, "branch_gate", None) is not None:
-        record["branch_gate"] = float(model.branch_gate.weight)
+        record["branch_gate"] = model.branch_gate.weight.item()
     return record
 
 
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(results, indent=2))
         summary = {part: {head: round(value["f1"], 1) for head, value in record[part].items()}
-                   for part in ("training_questions", "heldout_selection")}
+                   for part in ("training_questions", "heldout_selection", "heldout_report") if part in record}
         print(f"{condition}: F1 {json.dumps(summary)}, mean train loss {record['mean_train_loss']:.3f}, "
               f"{record['train_steps']} steps in {record['train_seconds']:.0f} s", flush=True)
 

@@ -173,3 +173,27 @@ def test_the_new_layers_can_decay_apart_from_the_encoder():
     assert [group["weight_decay"] for group in optimizer.param_groups] == [1e-4, 10.0]
     assert [group["weight_decay"] for group in two_rate_adamw(model, model.forcereader.encoder).param_groups] == [
         1e-4, 1e-4]
+
+
+def test_the_branch_weight_scales_the_branch_in_the_answer():
+    full = reader("forcereader")
+    half = reader("forcereader", branch_weight=0.5)
+    half.load_state_dict(full.state_dict())
+    with torch.no_grad():
+        unweighted, weighted = heads_of(full), heads_of(half)
+    for row, allowed in enumerate(ANSWERABLE):
+        for side in (0, 1):
+            torch.testing.assert_close(
+                weighted["combined"][side][row, allowed],
+                unweighted["qcp_tokens"][side][row, allowed] + 0.5 * unweighted["separate_encoding"][side][row, allowed],
+            )
+    silent = reader("forcereader", branch_weight=0.0)
+    with torch.no_grad():
+        heads = heads_of(silent)
+    torch.testing.assert_close(heads["combined"][0], heads["qcp_tokens"][0])
+
+
+@pytest.mark.parametrize("weight", [-0.5, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_branch_weight_is_refused(weight):
+    with pytest.raises(ValueError, match="branch_weight"):
+        ForceReaderConfig.from_preset("forcereader", encoder_config=ENCODER, branch_weight=weight)

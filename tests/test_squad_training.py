@@ -65,6 +65,24 @@ def test_forcereader_loss_falls_at_least_as_fast_as_the_joint_baselines(quick_ru
     assert last(full) <= last(joint), (joint, full)
 
 
+def test_the_branch_weight_is_chosen_on_validation_and_each_weights_f1_is_the_models(quick_runs):
+    """The weights' F1 come from one pass of the heads' logits; each equals a full evaluation of the model (its
+    forward) at that weight, and the best one (the larger on a tie) is stored in the config and scored."""
+    model, _, validation, result, _ = quick_runs["forcereader"]
+    scores = result.branch_weight_f1
+    chosen = model.config.branch_weight
+    assert sorted(scores) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert chosen == max(scores, key=lambda weight: (scores[weight], weight))
+    assert result.validation.f1 == pytest.approx(scores[chosen])
+    try:
+        for weight, f1 in scores.items():
+            model.config.branch_weight = weight
+            assert evaluate_squad(model, TOKENIZER, validation, max_length=128, doc_stride=48).f1 == pytest.approx(f1)
+    finally:
+        model.config.branch_weight = chosen
+    assert quick_runs["joint-bert"][3].branch_weight_f1 is None, "one head: nothing to choose"
+
+
 @pytest.mark.parametrize("preset", ["joint-bert", "forcereader"])
 def test_the_trainer_lowers_the_loss_on_real_squad_questions(quick_runs, preset):
     model, train, validation, result, losses = quick_runs[preset]

@@ -37,7 +37,8 @@ from .training import (
 # `configuration_forcereader.PRESETS`, named here so that building the parser imports no model code
 # (tests/test_cli_package.py checks that both lists agree).
 FORCEREADER_PRESETS = (
-    "joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader", "forcereader-paper"
+    "joint-bert", "sep-bert-reader", "multi-mode-reader", "cond-attention-reader", "forcereader", "forcereader-sum",
+    "forcereader-paper",
 )
 # Question-answering windows when none are given: the SQuAD standard, within what the model reads.
 DEFAULT_MAX_LENGTH = 384

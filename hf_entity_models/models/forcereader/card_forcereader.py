@@ -25,6 +25,8 @@ _RUNG_NAMES = {
     "multi-mode-reader": "MultiModeReader",
     "cond-attention-reader": "CondAttentionReader",
     "forcereader": "ForceReader",
+    "forcereader-sum": "ForceReader trained on the summed logits of its two heads only (the issue-22 design, which "
+    "generalises to half the joint baseline's F1)",
     "forcereader-paper": "ForceReader with every part read as printed (the QCP pair's [CLS] only, Eq. 3 on the key side, "
     "the classifier on the interaction features alone)",
 }
@@ -52,6 +54,8 @@ def _config_rows(config: ForceReaderConfig, class_name: str) -> list[tuple[str, 
         ("Reading modes", ", ".join(config.reading_modes) or "none"),
         ("QCP token states score the answer (`qcp_passage_logits`; the paper keeps only the [CLS])",
          str(config.qcp_passage_logits) if "qcp" in config.reading_modes else "no QCP mode"),
+        ("Training of the two answer heads (QCP token head + separate-encoding branch)",
+         _head_training_summary(config) if config.has_two_heads else "one head"),
         ("Conditional background attention", f"{config.conditional_background_attention} "
                                              f"(h_QCP on the {config.background_attention_side} side)"
                                              if config.conditional_background_attention else "False"),
@@ -59,6 +63,17 @@ def _config_rows(config: ForceReaderConfig, class_name: str) -> list[tuple[str, 
                                   f"{config.interaction_channels} channels, head `{config.interaction_head}`)"
                                   if config.interactive_reasoning else "False"),
     ]
+
+
+def _head_training_summary(config: ForceReaderConfig) -> str:
+    parts = [f"`{config.head_training}`"]
+    if config.detach_branch_from_encoder:
+        parts.append("branch detached from the encoder")
+    if config.branch_dropout:
+        parts.append(f"branch dropout {config.branch_dropout:g}")
+    if config.branch_gate:
+        parts.append("gated branch")
+    return ", ".join(parts)
 
 
 def _limitations(config: ForceReaderConfig, datasets: list[str]) -> list[str]:

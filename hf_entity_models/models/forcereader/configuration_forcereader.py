@@ -21,6 +21,8 @@ INTERACTION_HEADS = ("residual", "concat", "paper")
 BACKGROUND_ATTENTION_SIDES = ("query", "key")
 # How the two answer heads (the QCP token head and the separate-encoding branch) are trained (see `head_training`).
 HEAD_TRAININGS = ("sum", "deep-supervision", "stacked")
+# The branch weights `train_on_squad` chooses among on validation questions (see `branch_weight`).
+BRANCH_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # The two-head training switches, at the values that train the summed logits alone (the issue-22 design, and what
 # configs saved before these fields existed were trained with).
 SUMMED_HEAD_TRAINING = dict(
@@ -52,6 +54,16 @@ PRESETS = {
         reading_modes=list(READING_MODES),
         conditional_background_attention=True,
         interactive_reasoning=True,
+    ),
+    # The full model trained as in issue 22: Eq. 7 on the summed logits of its two heads only, the encoder trained
+    # through every pass. Its separate-encoding branch fits the training questions first and the joint head then
+    # learns little: kept to reproduce that measurement (see `head_training` and the model card).
+    "forcereader-sum": dict(
+        separate_encoding=True,
+        reading_modes=list(READING_MODES),
+        conditional_background_attention=True,
+        interactive_reasoning=True,
+        **SUMMED_HEAD_TRAINING,
     ),
     # The full model with every part read as printed: the QCP pair gives only its [CLS] (3.2, 3.3), Eq. 3 adds h_QCP
     # on the key side, and the classifier reads the interaction features alone (3.5). Kept for reproduction: it
@@ -119,6 +131,11 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             Multiply the separate-encoding logits by a learned scalar that starts at 0 (the branch's bilinear maps
             then start from a normal draw instead of zero, so that the gate gets a gradient). Needs the QCP token
             head.
+        branch_weight (`float`, *optional*, defaults to 1.0):
+            Weight of the separate-encoding branch's logits in the answer (the QCP token head's weigh 1), in training
+            and inference. `train_on_squad` chooses it on the validation questions among `BRANCH_WEIGHTS` and stores
+            it (the branch fits its training questions faster than it learns to read: a weight below 1 keeps what
+            of it carries to other articles; 0 answers with the QCP token head alone). Needs the QCP token head.
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
@@ -196,6 +213,7 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     detach_branch_from_encoder: bool = False
     branch_dropout: float | int = 0.0
     branch_gate: bool = False
+    branch_weight: float | int = 1.0
     background_attention_side: str = "query"
     scale_mode_attention: bool = False
     null_score_diff_threshold: float | int = 0.0
@@ -288,6 +306,10 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             f"branch_dropout must be a probability in [0, 1], got {self.branch_dropout!r}.",
         )
         _require(
+            math.isfinite(float(self.branch_weight)) and self.branch_weight >= 0,
+            f"branch_weight must be a finite number >= 0, got {self.branch_weight!r}.",
+        )
+        _require(
             self.has_two_heads or not self.detach_branch_from_encoder,
             "detach_branch_from_encoder needs the QCP token head to train the encoder: without it nothing would. Set "
             "qcp_passage_logits=True with 'qcp' in reading_modes, or detach_branch_from_encoder=False.",
@@ -315,6 +337,7 @@ def _require(condition: bool, message: str) -> None:
 
 __all__ = [
     "BACKGROUND_ATTENTION_SIDES",
+    "BRANCH_WEIGHTS",
     "HEAD_TRAININGS",
     "INTERACTION_HEADS",
     "PRESETS",

@@ -528,7 +528,7 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
     ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """(start, end) logits over the packed input of each answer head alone and of their sum (what `forward`
         returns): `"combined"`, and with the QCP token head `"qcp_tokens"` and `"separate_encoding"` (the branch as
-        it enters the sum, gate included). A diagnostic: which head carries the answer, on data of your choice.
+        it enters the sum, gate and `branch_weight` included). A diagnostic: which head carries the answer, on data of your choice.
 
         Example:
 
@@ -576,6 +576,8 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
             start, end = self.qa_outputs(passage).unbind(dim=-1)
         if self.branch_gate is not None:
             start, end = self.branch_gate(start), self.branch_gate(end)
+        if self.config.has_two_heads and self.config.branch_weight != 1:
+            start, end = start * self.config.branch_weight, end * self.config.branch_weight
         answerable = _answerable_positions(input_ids, attention_mask, token_type_ids)
         pair_start = pair_end = None
         if self.pair_outputs is not None:  # the QCP mode's jointly read tokens (packed layout)

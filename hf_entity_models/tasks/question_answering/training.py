@@ -28,6 +28,8 @@ from ...training.distributed import (
     process_rank_and_count,
     process_shard,
 )
+from ...models.forcereader.configuration_forcereader import BRANCH_WEIGHTS
+from ...models.forcereader.modeling_forcereader import MASKED_LOGIT
 from ...training.optimizers import two_rate_adamw
 from .data import squad_version
 from .features import squad_features
@@ -77,6 +79,7 @@ class SquadTrainingResult:
 
     trainer: Trainer
     validation: SquadEvaluation
+    branch_weight_f1: dict[float, float] | None = None  # ForceReader: validation F1 at each branch weight tried
 
 
 def squad_training_arguments(
@@ -175,6 +178,42 @@ def squad_logits(
             default) computes every feature in this process, so it may be called on one process only.
         progress: Show a progress bar (on the main process only).
     """
+
+    def answer_logits(batch: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        output = model(**batch)
+        return {"answer": (output.start_logits, output.end_logits)}
+
+    return _collect_logits(model, features, answer_logits, ["answer"], batch_size, distributed, progress)["answer"]
+
+
+@torch.no_grad()
+def squad_head_logits(
+    model: nn.Module,
+    features: datasets.Dataset,
+    batch_size: int = 32,
+    *,
+    distributed: bool = False,
+    progress: bool = True,
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Like `squad_logits`, for each answer head of a model with `head_logits` (ForceReader): head name -> (start,
+    end) logits of every feature."""
+    names = ["combined", "qcp_tokens", "separate_encoding"] if model.config.has_two_heads else ["combined"]
+    return _collect_logits(
+        model, features, lambda batch: model.head_logits(**batch), names, batch_size, distributed, progress
+    )
+
+
+def _collect_logits(
+    model: nn.Module,
+    features: datasets.Dataset,
+    logits_of,
+    names: list[str],
+    batch_size: int,
+    distributed: bool,
+    progress: bool,
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """`logits_of(batch)` (name -> (start, end)) over every feature; every process gathers every name in `names`,
+    a process that got no feature included."""
     model.eval()
     shard = distributed and process_rank_and_count()[1] > 1
     inputs = features.select_columns([name for name in _MODEL_INPUTS if name in features.column_names])
@@ -182,20 +221,23 @@ def squad_logits(
         inputs = inputs.select(process_shard(len(inputs)))
     inputs = inputs.with_format("torch")
     device = next(model.parameters()).device
-    starts, ends = [], []
+    collected: dict[str, tuple[list, list]] = {name: ([], []) for name in names}
     batches = range(0, len(inputs), batch_size)
     for start in tqdm(batches, desc="Answering", unit="batch", disable=not progress or not is_main_process()):
         batch = {name: tensor.to(device) for name, tensor in inputs[start : start + batch_size].items()}
-        output = model(**batch)
-        starts.append(output.start_logits.float())
-        ends.append(output.end_logits.float())
+        for name, (start_logits, end_logits) in logits_of(batch).items():
+            collected[name][0].append(start_logits.float())
+            collected[name][1].append(end_logits.float())
     # Features are padded to one length; a process given no feature still contributes a (0, length) block.
     width = len(features[0]["input_ids"]) if len(features) else 0
-    start_logits, end_logits = _joined(starts, width, device), _joined(ends, width, device)
-    if shard:
-        # Rank-order concatenation of the contiguous blocks restores feature order.
-        start_logits, end_logits = gather_rows(start_logits, device), gather_rows(end_logits, device)
-    return start_logits.cpu(), end_logits.cpu()
+    result = {}
+    for name, (starts, ends) in collected.items():
+        start_logits, end_logits = _joined(starts, width, device), _joined(ends, width, device)
+        if shard:
+            # Rank-order concatenation of the contiguous blocks restores feature order.
+            start_logits, end_logits = gather_rows(start_logits, device), gather_rows(end_logits, device)
+        result[name] = (start_logits.cpu(), end_logits.cpu())
+    return result
 
 
 def _joined(parts: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
@@ -237,6 +279,45 @@ def _answers_from_features(
     return postprocess_predictions(
         examples, features, start_logits, end_logits, n_best_size=n_best_size, max_answer_length=max_answer_length
     )
+
+
+def choose_branch_weight(
+    model: nn.Module,
+    examples: datasets.Dataset,
+    features: datasets.Dataset,
+    batch_size: int = 32,
+    *,
+    weights: tuple[float, ...] = BRANCH_WEIGHTS,
+    distributed: bool = False,
+) -> tuple[float, dict[float, float], SquadPredictions]:
+    """The weight of a two-head ForceReader's separate-encoding branch (`config.branch_weight`) with the best F1 on
+    `examples` (SQuAD 2.0: the best F1 over no-answer thresholds), among `weights`; on equal F1 the larger weight.
+    One forward pass: the heads' logits are computed once (branch weight 1) and combined for every weight. Returns
+    (the weight, F1 per weight, the answers at that weight); the model's config is left as it was.
+
+    Choose on data you do not report (validation articles), as for the no-answer threshold.
+    """
+    configured = model.config.branch_weight
+    model.config.branch_weight = 1.0
+    try:
+        heads = squad_head_logits(model, features, batch_size, distributed=distributed)
+    finally:
+        model.config.branch_weight = configured
+    (pair_start, pair_end), (branch_start, branch_end) = heads["qcp_tokens"], heads["separate_encoding"]
+    answerable = pair_start > MASKED_LOGIT / 2
+    version = squad_version(examples)
+    gold = {row["id"]: list(row["answers"]["text"]) for row in examples}
+    scores, answers = {}, {}
+    for weight in weights:
+        start = torch.where(answerable, pair_start + weight * branch_start, MASKED_LOGIT)
+        end = torch.where(answerable, pair_end + weight * branch_end, MASKED_LOGIT)
+        answers[weight] = postprocess_predictions(examples, features, start, end)
+        if version == "1.1":
+            scores[weight] = score_squad_v1(answers[weight].predictions, gold).f1
+        else:
+            scores[weight] = find_best_thresholds(answers[weight].predictions, gold, answers[weight].null_odds).best_f1
+    best = max(weights, key=lambda weight: (scores[weight], weight))
+    return best, scores, answers[best]
 
 
 def score_answers(
@@ -445,16 +526,25 @@ def train_on_squad(
     )
     trainer.train()
     trained = trainer.model
-    answers = _answers_from_features(
-        trained, validation_examples, validation_features, eval_batch_size, distributed=args.world_size > 1
-    )
+    branch_weight_f1 = None
+    if getattr(getattr(trained, "config", None), "has_two_heads", False):
+        # ForceReader with two heads: how much of its separate-encoding branch to keep is chosen on validation.
+        weight, branch_weight_f1, answers = choose_branch_weight(
+            trained, validation_examples, validation_features, eval_batch_size, distributed=args.world_size > 1
+        )
+        trained.config.branch_weight = weight
+        logger.info(f"Branch weight {weight} chosen on validation (F1 per weight: {branch_weight_f1}).")
+    else:
+        answers = _answers_from_features(
+            trained, validation_examples, validation_features, eval_batch_size, distributed=args.world_size > 1
+        )
     threshold = 0.0
     if version == "2.0":
         threshold = choose_null_threshold(answers, validation_examples)
         record_null_threshold(trained.config, threshold)
     evaluation = score_answers(answers, validation_examples, threshold)
     _record(trained.config, evaluation)
-    return SquadTrainingResult(trainer, evaluation)
+    return SquadTrainingResult(trainer, evaluation, branch_weight_f1)
 
 
 def _record(config: Any, evaluation: SquadEvaluation) -> None:
