@@ -80,7 +80,8 @@ def test_every_rung_masks_all_but_the_passage_and_cls_and_trains(preset):
 
 
 def test_the_loss_is_the_mean_of_start_and_end_cross_entropies():
-    model = reader("forcereader")
+    """On the summed logits (the default's stacked loss adds the QCP head's own term: test_forcereader_head_training)."""
+    model = reader("forcereader-sum")
     starts, ends = torch.tensor([5, 3]), torch.tensor([7, 4])
     out = model(**packed(start_positions=starts, end_positions=ends))
     start_nll = -out.start_logits.log_softmax(-1)[[0, 1], starts].mean()

@@ -40,9 +40,10 @@ def forcereader(preset: str = "forcereader") -> ForceReaderForQuestionAnswering:
 
 @pytest.fixture(scope="module")
 def quick_runs(tmp_path_factory) -> dict:
-    """The joint baseline and the full ForceReader, each trained on the same 16 questions, steps and seed."""
+    """The joint baseline, the full ForceReader and the full ForceReader trained on its summed logits alone, each
+    trained on the same 16 questions, steps and seed."""
     runs = {}
-    for preset in ("joint-bert", "forcereader"):
+    for preset in ("joint-bert", "forcereader", "forcereader-sum"):
         train, validation = small_split("1.1", train_questions=16, validation_questions=24)
         model = forcereader(preset)
         result = train_on_squad(model, TOKENIZER, train, validation, str(tmp_path_factory.mktemp(preset)),
@@ -56,13 +57,44 @@ def quick_runs(tmp_path_factory) -> dict:
 def test_forcereader_loss_falls_at_least_as_fast_as_the_joint_baselines(quick_runs):
     """The answer head reads the passage states with the interaction features added (not the bounded features
     alone, which moved the loss 9.55 -> 9.48 where the joint baseline went 9.59 -> 7.61): from the same start, the
-    full model's loss ends no higher than the joint baseline's."""
-    joint, full = quick_runs["joint-bert"][-1], quick_runs["forcereader"][-1]
+    full model's loss on its summed logits ends no higher than the joint baseline's (the default's logged loss adds
+    the QCP head's own term, so the summed-loss preset is compared)."""
+    joint, full = quick_runs["joint-bert"][-1], quick_runs["forcereader-sum"][-1]
     assert len(joint) == len(full)
     first = lambda losses: sum(losses[:3]) / 3  # noqa: E731
     last = lambda losses: sum(losses[-3:]) / 3  # noqa: E731
     assert first(full) == pytest.approx(first(joint), rel=0.1), (joint[:3], full[:3])  # both start near uniform
     assert last(full) <= last(joint), (joint, full)
+
+
+def test_a_stacked_detached_forcereader_trains_its_encoder_and_qcp_head_exactly_as_the_joint_baseline(tmp_path):
+    """`head_training="stacked"` with `detach_branch_from_encoder`: the branch's loss sees the QCP head detached and
+    the branch sends no gradient into the encoder, so from the same weights, data and seed, the encoder and the QCP
+    token head follow the joint baseline's trajectory step for step (no dropout, so that the extra passes draw no
+    random numbers the joint run does not; no global gradient-norm clipping, whose one factor the branch's gradient
+    would share)."""
+    train, validation = small_split("1.1", train_questions=16, validation_questions=4)
+    quiet = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    encoder = BertConfig(**{**ENCODER.to_dict(), **quiet})
+    torch.manual_seed(0)
+    joint = ForceReaderForQuestionAnswering(
+        ForceReaderConfig.from_preset("joint-bert", encoder_config=encoder, classifier_dropout=0.0))
+    stacked = ForceReaderForQuestionAnswering(ForceReaderConfig.from_preset(
+        "forcereader", encoder_config=encoder, interaction_channels=8, classifier_dropout=0.0,
+        head_training="stacked", detach_branch_from_encoder=True))
+    stacked.forcereader.encoder.load_state_dict(joint.forcereader.encoder.state_dict())
+    stacked.pair_outputs.load_state_dict(joint.qa_outputs.state_dict())
+    for model, name in ((joint, "joint"), (stacked, "stacked")):
+        train_on_squad(model, TOKENIZER, train, validation, str(tmp_path / name), max_length=128, doc_stride=48,
+                       max_steps=3, per_device_train_batch_size=8, new_lr=3e-3, pretrained_lr=1e-3, seed=0,
+                       max_grad_norm=0.0)
+    for name, parameter in joint.forcereader.encoder.named_parameters():
+        torch.testing.assert_close(stacked.forcereader.encoder.get_parameter(name), parameter, msg=name)
+    torch.testing.assert_close(stacked.pair_outputs.weight, joint.qa_outputs.weight)
+    moved = stacked.forcereader.encoder.embeddings.word_embeddings.weight
+    assert not torch.equal(moved, ForceReaderForQuestionAnswering(joint.config).forcereader.encoder
+                           .embeddings.word_embeddings.weight), "the encoder trained"
+    assert stacked.start_bilinear.weight.abs().sum() > 0, "the branch trained"
 
 
 def test_the_branch_weight_is_chosen_on_validation_and_each_weights_f1_is_the_models(quick_runs):

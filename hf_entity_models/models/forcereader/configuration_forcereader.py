@@ -112,30 +112,32 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             the joint pass already runs for h_QCP, and its token states cost nothing more to read. Only used when
             `"qcp"` is in `reading_modes`. Configs saved before the field existed load with `False` (as they
             were trained).
-        head_training (`str`, *optional*, defaults to `"sum"`):
-            How the loss trains the two answer heads when the QCP token head is on (`qcp_passage_logits`): the QCP
+        head_training (`str`, *optional*, defaults to `"stacked"`):
+            How the loss trains the two answer heads when the QCP token head is on (`qcp_passage_logits`; only used
+            then): the QCP
             token head (joint reading) and the separate-encoding branch (every other start/end logit). `"sum"`:
             Eq. 7 on the summed logits only. `"deep-supervision"`: Eq. 7 on the sum plus Eq. 7 on each head's
             logits alone, so each head learns as if it were alone. `"stacked"`: Eq. 7 on the QCP token head alone
             plus Eq. 7 on the sum with the QCP token head's logits detached, so the joint head (and, with
             `detach_branch_from_encoder`, the encoder) trains exactly as the joint baseline and the branch learns
             what the joint head's logits miss.
-        detach_branch_from_encoder (`bool`, *optional*, defaults to `False`):
+        detach_branch_from_encoder (`bool`, *optional*, defaults to `True`):
             Whether the separate-encoding branch sends no gradient into the shared encoder: the separate question
             and passage passes run without gradient (which also saves their backward pass) and h_QCP enters the
             branch detached, so only the QCP token head trains the encoder. Needs the QCP token head.
         branch_dropout (`float`, *optional*, defaults to 0.0):
             In training, the probability that a row's separate-encoding logits are dropped (the row is then scored
-            by the QCP token head alone), not rescaled. Needs the QCP token head.
+            by the QCP token head alone), not rescaled. Only used with the QCP token head.
         branch_gate (`bool`, *optional*, defaults to `False`):
             Multiply the separate-encoding logits by a learned scalar that starts at 0 (the branch's bilinear maps
-            then start from a normal draw instead of zero, so that the gate gets a gradient). Needs the QCP token
-            head.
+            then start from a normal draw instead of zero, so that the gate gets a gradient). Only used with the QCP
+            token head.
         branch_weight (`float`, *optional*, defaults to 1.0):
             Weight of the separate-encoding branch's logits in the answer (the QCP token head's weigh 1), in training
             and inference. `train_on_squad` chooses it on the validation questions among `BRANCH_WEIGHTS` and stores
             it (the branch fits its training questions faster than it learns to read: a weight below 1 keeps what
-            of it carries to other articles; 0 answers with the QCP token head alone). Needs the QCP token head.
+            of it carries to other articles; 0 answers with the QCP token head alone). Only used with the QCP token
+            head.
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
@@ -209,8 +211,8 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     interaction_kernel_sizes: list[int] | tuple[int, ...] = (3, 5, 7)
     interaction_head: str = "residual"
     qcp_passage_logits: bool = True
-    head_training: str = "sum"
-    detach_branch_from_encoder: bool = False
+    head_training: str = "stacked"
+    detach_branch_from_encoder: bool = True
     branch_dropout: float | int = 0.0
     branch_gate: bool = False
     branch_weight: float | int = 1.0
@@ -308,11 +310,6 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         _require(
             math.isfinite(float(self.branch_weight)) and self.branch_weight >= 0,
             f"branch_weight must be a finite number >= 0, got {self.branch_weight!r}.",
-        )
-        _require(
-            self.has_two_heads or not self.detach_branch_from_encoder,
-            "detach_branch_from_encoder needs the QCP token head to train the encoder: without it nothing would. Set "
-            "qcp_passage_logits=True with 'qcp' in reading_modes, or detach_branch_from_encoder=False.",
         )
         _require(self.interaction_channels >= 1, f"interaction_channels must be >= 1, got {self.interaction_channels}.")
         _require(
