@@ -157,14 +157,21 @@ def sample(dataset, count: int, seed: int):
     return dataset.select(chosen)
 
 
-def split_version(version: str, args) -> dict:
-    """Training, selection and report questions of one SQuAD file, split by article."""
+def split_version(version: str, args, unseen_by: set[str] | None = None) -> dict:
+    """Training, selection and report questions of one SQuAD file, split by article; with `unseen_by` (article
+    titles another training read, e.g. the SQuAD 1.1 training sample of a reader that 2.0 training starts from),
+    the held-out parts keep only the other articles: the two files share articles, and held out must mean held out
+    from every training the model had."""
     squad = load_squad(FILES[version], version=version)
     parts = split_by_article(squad, num_validation_articles=args.heldout_articles, seed=args.split_seed)
     # A random sample of questions (fixed seed) from all the training articles, not the first articles' questions.
     train = sample(parts["train"], args.train_questions, args.split_seed)
     held = split_by_article(parts["validation"], num_validation_articles=args.selection_articles, seed=args.split_seed)
     selection, report = held["validation"], held["train"]
+    excluded = sorted(set(parts["validation"]["title"]) & (unseen_by or set()))
+    if excluded:
+        selection = selection.filter(lambda row: row["title"] not in unseen_by)
+        report = report.filter(lambda row: row["title"] not in unseen_by)
     if args.report_questions:
         report = sample(report, args.report_questions, args.split_seed)
         selection = sample(selection, args.report_questions, args.split_seed)
@@ -180,6 +187,7 @@ def split_version(version: str, args) -> dict:
             "selection": describe(selection),
             "report": describe(report),
             **({"report_unanswerable": int(sum(report["is_impossible"]))} if version == "2.0" else {}),
+            **({"held_out_articles_dropped_as_seen_in_earlier_training": excluded} if excluded else {}),
         },
     }
 
@@ -423,7 +431,11 @@ def main(argv: list[str] | None = None) -> None:
         results["rungs"] = sorted(set(previous.get("rungs", [])) | set(args.rungs), key=[*RUNGS, *VARIANTS].index)
         results["seeds"] = sorted(set(previous.get("seeds", [])) | set(args.seeds))
     started = time.perf_counter()
-    data = {version: split_version(version, args) for version in args.versions}
+    # 2.0 training from 1.1 readers: the 1.1 training sample's articles are not held out for them.
+    seen_in_v1 = set(split_version("1.1", args)["train"]["title"]) if args.init_from_v1 else None
+    data = {
+        version: split_version(version, args, seen_in_v1 if version == "2.0" else None) for version in args.versions
+    }
 
     # Speed first (short), on the training features of the first version; a resumed run keeps its timing.
     untimed = [rung for rung in args.rungs if results["speed"] and rung not in results["speed"]["rungs"]]

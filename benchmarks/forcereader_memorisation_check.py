@@ -70,7 +70,8 @@ HEADS = ("combined", "qcp_tokens", "separate_encoding")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("conditions", nargs="+", choices=sorted(CONDITIONS))
+    parser.add_argument("conditions", nargs="*", help=f"any of {', '.join(CONDITIONS)}")
+    parser.add_argument("--table", action="store_true", help="print --results as a markdown table and stop")
     parser.add_argument("--train-questions", type=int, default=1200)
     parser.add_argument("--epochs", type=float, default=1.5)
     parser.add_argument("--max-length", type=int, default=192)
@@ -92,7 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="save every trained reader to DIR/v1.1/CONDITION/seedSEED/final (the layout of the benchmark's "
              "--init-from-v1)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = [condition for condition in args.conditions if condition not in CONDITIONS]
+    if unknown or not (args.conditions or args.table):
+        parser.error(f"name conditions among {', '.join(CONDITIONS)} (unknown: {unknown})")
+    return args
 
 
 def build(condition: str, seed: int) -> tuple[ForceReaderForQuestionAnswering, dict]:
@@ -150,8 +155,30 @@ def run_condition(condition: str, data: dict, tokenizer, args) -> dict:
     return record
 
 
+def markdown_table(results: dict) -> str:
+    """One row per condition: F1 of the sum and of each head alone, on training, selection and report questions."""
+
+    def cells(record: dict, part: str) -> list[str]:
+        scores = record.get(part, {})
+        return [f"{scores[head]['f1']:.1f}" if head in scores else "-" for head in HEADS]
+
+    lines = [
+        "| condition | training F1: sum / QCP head / branch | selection F1: sum / QCP head / branch | report F1: sum / "
+        "QCP head / branch | mean training loss | s / step |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, record in results["conditions"].items():
+        parts = [" / ".join(cells(record, part)) for part in ("training_questions", "heldout_selection", "heldout_report")]
+        lines.append(f"| `{name}` | {parts[0]} | {parts[1]} | {parts[2]} | {record['mean_train_loss']:.2f} | "
+                     f"{record['train_seconds'] / record['train_steps']:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.table:
+        print(markdown_table(json.loads(Path(args.results).read_text())))
+        return
     torch.set_num_threads(args.threads)
     split = bench.parse_args([
         "--versions", "1.1", "--train-questions", str(args.train_questions),

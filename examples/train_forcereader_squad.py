@@ -56,7 +56,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--preset", default="forcereader", choices=sorted(PRESETS), help="rung of the ladder")
     parser.add_argument("--heldout-articles", type=int, default=4, help="articles kept out of training")
     parser.add_argument("--selection-articles", type=int, default=2,
-                        help="SQuAD 2.0: held-out articles on which the no-answer threshold is chosen")
+                        help="held-out articles on which choices are made (the 2.0 no-answer threshold, the branch "
+                        "weight); the other held-out articles are reported")
     parser.add_argument("--train-questions", type=int, default=160, help="training questions sampled at random (0: all)")
     parser.add_argument("--eval-questions", type=int, default=80, help="questions sampled from each held-out part (0: all)")
     parser.add_argument("--max-length", type=int, default=192)
@@ -88,21 +89,21 @@ def main() -> None:
     squad = load_squad(args.squad or FILES[args.version], version=args.version)
     parts = split_by_article(squad, num_validation_articles=args.heldout_articles, seed=args.seed)
     train = sample(parts["train"], args.train_questions, args.seed)
-    if args.version == "2.0":
-        held = split_by_article(parts["validation"], num_validation_articles=args.selection_articles, seed=args.seed)
-        selection = sample(held["validation"], args.eval_questions, args.seed)
-        report = sample(held["train"], args.eval_questions, args.seed)
-    else:
-        selection, report = None, sample(parts["validation"], args.eval_questions, args.seed)
+    # Choices (the 2.0 no-answer threshold, ForceReader's branch weight) are made on the selection articles; the
+    # report articles are only scored.
+    held = split_by_article(parts["validation"], num_validation_articles=args.selection_articles, seed=args.seed)
+    selection = sample(held["validation"], args.eval_questions, args.seed)
+    report = sample(held["train"], args.eval_questions, args.seed)
     print(f"SQuAD {args.version}: {len(train)} training questions from {len(set(train['title']))} articles; "
-          f"{len(report)} report questions from {len(set(report['title']))} other articles"
-          + (f"; {len(selection)} threshold-selection questions" if selection is not None else ""))
+          f"{len(report)} report questions from {len(set(report['title']))} other articles; {len(selection)} "
+          "selection questions from others again")
 
     model = ForceReaderForQuestionAnswering.from_encoder(encoder, preset=args.preset)
     # Stock Trainer: AdamW 3e-5 for the encoder, 1e-4 for the new layers, weight decay 1e-4, warm-up, linear decay.
-    # For 2.0 the validation part is the selection part: train_on_squad stores its best no-answer threshold.
+    # The validation part is the selection part: train_on_squad stores there its best no-answer threshold (2.0) and
+    # the weight of ForceReader's separate-encoding branch.
     result = train_on_squad(
-        model, tokenizer, train, selection if selection is not None else report, args.output_dir,
+        model, tokenizer, train, selection, args.output_dir,
         max_length=args.max_length, doc_stride=args.doc_stride,
         num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size, max_steps=args.max_steps,
         seed=args.seed, logging_steps=10,
@@ -110,12 +111,11 @@ def main() -> None:
     if not result.trainer.is_world_process_zero():
         return  # under `accelerate launch`, one process reports and saves
     model = result.trainer.model
-    if selection is not None:
-        print(f"No-answer threshold {model.config.null_score_diff_threshold:.3f}, chosen on the selection part "
-              f"(F1 there {result.validation.f1:.1f}, selected on it)")
-        evaluation = evaluate_squad(model, tokenizer, report, max_length=args.max_length, doc_stride=args.doc_stride)
-    else:
-        evaluation = result.validation  # SQuAD 1.1: nothing was selected on the report part
+    chosen = [f"no-answer threshold {model.config.null_score_diff_threshold:.3f}"] if args.version == "2.0" else []
+    if result.branch_weight_f1:
+        chosen.append(f"branch weight {model.config.branch_weight:g}")
+    print(f"Selection part F1 {result.validation.f1:.1f} (selected on it{': ' + ', '.join(chosen) if chosen else ''})")
+    evaluation = evaluate_squad(model, tokenizer, report, max_length=args.max_length, doc_stride=args.doc_stride)
     keys = ["exact_match", "f1"] if args.version == "1.1" else ["exact", "f1", "HasAns_f1", "NoAns_f1"]
     print(f"Report part ({args.preset}): " + json.dumps({key: round(evaluation.scores[key], 2) for key in keys
                                                         if key in evaluation.scores}))

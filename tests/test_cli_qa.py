@@ -115,6 +115,13 @@ def test_train_writes_a_checkpoint_that_loads_and_answers(trained):
     line = f"validation exact match {report['exact_match']:.1f}, F1 {report['f1']:.1f} (SQuAD 1.1, 6 questions"
     assert score_lines(trained["out"])[0].startswith(line)
     assert trained["out"].splitlines()[-1] == f"checkpoint saved to {folder}"
+    # The branch weight was chosen on the validation questions; the report and a line say which, and why.
+    assert report["branch_weight"] == model.config.branch_weight
+    per_weight = report["validation_f1_per_branch_weight"]
+    assert sorted(map(float, per_weight)) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert per_weight[str(float(model.config.branch_weight))] == pytest.approx(report["f1"])
+    assert score_lines(trained["out"])[1].startswith(
+        f"separate-encoding branch weight {model.config.branch_weight:g}, chosen on validation (F1 per weight: 0: ")
     recorded = {entry["metric"]: entry["value"] for entry in model.config.evaluation_results}
     assert recorded["f1"] == pytest.approx(report["f1"], abs=1e-4)
 

@@ -174,9 +174,15 @@ def run_train(args: argparse.Namespace) -> int:
             }
             if evaluation.version == "2.0":
                 report["null_score_diff_threshold"] = evaluation.null_score_diff_threshold
+            if result.branch_weight_f1:
+                report["branch_weight"] = model.config.branch_weight
+                report["validation_f1_per_branch_weight"] = result.branch_weight_f1
             save_checkpoint(model, tokenizer, output_dir, report)
             for line in squad_score_lines("validation", evaluation, len(validation), article_count(validation)):
                 print(line)
+            if result.branch_weight_f1:
+                print(f"separate-encoding branch weight {model.config.branch_weight:g}, chosen on validation (F1 per "
+                      "weight: " + ", ".join(f"{w:g}: {f1:.1f}" for w, f1 in result.branch_weight_f1.items()) + ")")
             print(f"checkpoint saved to {output_dir}")
     return 0
 

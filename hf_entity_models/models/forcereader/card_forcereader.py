@@ -43,6 +43,9 @@ def _overview(config: ForceReaderConfig, class_name: str) -> str:
         f"every passage and question token (Interactive Reasoning). This checkpoint is **{rung}**. It reads the "
         "same packed question-passage features as `BertForQuestionAnswering` and returns start / end logits over "
         "them (position 0 scores \"no answer\")."
+        + (f" Its separate-encoding branch weighs {config.branch_weight:g} in the answer (`train_on_squad` "
+           "chooses it on validation questions; 0 answers with the joint QCP token head alone)."
+           if config.has_two_heads else "")
     )
 
 
@@ -86,8 +89,15 @@ def _limitations(config: ForceReaderConfig, datasets: list[str]) -> list[str]:
         "Eq. 3 adds h_QCP to the attending token (as printed it adds a constant the softmax ignores); the full "
         "model's answer head is the CondAttentionReader's plus a zero-initialised projection of the interaction "
         "features (interaction_head='residual'; 'paper' classifies them alone and hardly learns).",
+        "Departure from the paper's single loss (head_training='stacked', detach_branch_from_encoder=True): trained "
+        "on the summed logits with every encoder pass back-propagated, the separate passes' gradient into the shared "
+        "encoder unlearned joint reading (held-out F1 about half the joint baseline's, MiniLM-L6 on 1,200 SQuAD "
+        "questions); so only the QCP token head trains the encoder, exactly as the joint baseline, the branch learns "
+        "what it misses, and the branch's weight in the answer (config.branch_weight) is chosen on validation "
+        "questions by train_on_squad. The preset 'forcereader-sum' keeps the earlier training.",
         "Separate encoding runs the encoder on the question, the passage and (QCP mode) the pair: about two to "
-        "three times the encoder cost of the joint baseline.",
+        "three times the encoder cost of the joint baseline at inference (less in training with the branch "
+        "detached: the separate passes need no backward pass).",
     ]
 
 

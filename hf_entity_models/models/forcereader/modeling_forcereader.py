@@ -402,7 +402,9 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
     the residual projection start at zero. With the QCP mode and `qcp_passage_logits` (the default), a linear
     start/end head on the jointly encoded pair's token states (BERT's QA head, BERT's initialisation) adds its
     logits, so a fresh reader starts as the joint baseline; with `qcp_passage_logits=False` (the paper's [CLS]-only
-    reading) training starts from uniform start/end distributions.
+    reading) training starts from uniform start/end distributions. With both heads, the default trains the encoder
+    through the QCP token head only and the branch on what that head's logits miss (`head_training="stacked"`,
+    `detach_branch_from_encoder=True`), and the branch weighs `branch_weight` in the answer.
 
     Example:
 
@@ -457,12 +459,13 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         # 14.5 against 9.7 for uniform logits, and encoder gradients of norm ~100); the residual interaction
         # projection makes the full model start exactly as its CondAttentionReader. Behind a gate that starts at
         # 0, the bilinear maps start from a normal draw instead: a zero branch behind a zero gate gets no gradient.
+        bilinear = any(module is layer for layer in (self.start_bilinear, self.end_bilinear))
         if isinstance(module, BranchGate):
             init.zeros_(module.weight)
-        elif any(module is layer for layer in (self.start_bilinear, self.end_bilinear)) and self.branch_gate is not None:
+        elif bilinear and self.branch_gate is not None:
             init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
             init.zeros_(module.bias)
-        elif any(module is layer for layer in (self.start_bilinear, self.end_bilinear, self.interaction_outputs)):
+        elif bilinear or module is self.interaction_outputs:
             init.zeros_(module.weight)
             init.zeros_(module.bias)
 
@@ -528,7 +531,8 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
     ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """(start, end) logits over the packed input of each answer head alone and of their sum (what `forward`
         returns): `"combined"`, and with the QCP token head `"qcp_tokens"` and `"separate_encoding"` (the branch as
-        it enters the sum, gate and `branch_weight` included). A diagnostic: which head carries the answer, on data of your choice.
+        it enters the sum, gate and `branch_weight` included). A diagnostic of which head carries the answer; also
+        what `choose_branch_weight` combines.
 
         Example:
 

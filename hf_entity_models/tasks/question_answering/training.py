@@ -140,8 +140,8 @@ def build_squad_trainer(
     new_weight_decay: float | None = None,
 ) -> Trainer:
     """The stock Trainer on SQuAD training features, with ForceReader's optimizer (section 4.3): AdamW at
-    `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters (`new_weight_decay` on the new layers when given); the
-    Trainer adds the warm-up and linear decay of `args`.
+    `pretrained_lr` for the encoder and `new_lr` for the other layers, `weight_decay` on all parameters
+    (`new_weight_decay` on the new layers when given); the Trainer adds the warm-up and linear decay of `args`.
 
     Raises:
         ValueError: If N processes were launched but `args` do not connect them (see `check_processes_connected`).
