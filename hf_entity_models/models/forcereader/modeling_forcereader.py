@@ -138,6 +138,11 @@ class ForceReaderQuestionAnsweringOutput(ModelOutput):
             See [`ForceReaderModelOutput`].
         passage_to_question_attentions (`torch.FloatTensor`, *optional*):
             See [`ForceReaderModelOutput`].
+        qcp_start_logits, qcp_end_logits (`torch.FloatTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            The QCP token head's logits alone (returned with `output_head_logits=True` when the model has it).
+        branch_start_logits, branch_end_logits (`torch.FloatTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            The separate-encoding branch's logits alone, as they enter the sum (gate and `branch_weight` included;
+            returned with `output_head_logits=True` when the model has two heads).
     """
 
     loss: torch.FloatTensor | None = None
@@ -145,6 +150,10 @@ class ForceReaderQuestionAnsweringOutput(ModelOutput):
     end_logits: torch.FloatTensor | None = None
     question_to_passage_attentions: torch.FloatTensor | None = None
     passage_to_question_attentions: torch.FloatTensor | None = None
+    qcp_start_logits: torch.FloatTensor | None = None
+    qcp_end_logits: torch.FloatTensor | None = None
+    branch_start_logits: torch.FloatTensor | None = None
+    branch_end_logits: torch.FloatTensor | None = None
 
 
 class ForceReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
@@ -496,6 +505,7 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
+        output_head_logits: bool = False,
         **kwargs,
     ) -> ForceReaderQuestionAnsweringOutput:
         r"""
@@ -506,6 +516,8 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
                 Packed position of the answer's first token (0, the [CLS], for no answer in the window).
             end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
                 Packed position of the answer's last token.
+            output_head_logits (`bool`, *optional*, defaults to `False`):
+                Also return each answer head's logits alone (see `head_logits`).
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -515,12 +527,17 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         if start_positions is not None and end_positions is not None:
             loss = self._loss(heads, start_positions, end_positions)
         start_logits, end_logits = _combined(heads, heads.branch_start, heads.branch_end)
+        separate = output_head_logits and heads.pair_start is not None
         return ForceReaderQuestionAnsweringOutput(
             loss=loss,
             start_logits=start_logits,
             end_logits=end_logits,
             question_to_passage_attentions=body.question_to_passage_attentions,
             passage_to_question_attentions=body.passage_to_question_attentions,
+            qcp_start_logits=heads.pair_start if separate else None,
+            qcp_end_logits=heads.pair_end if separate else None,
+            branch_start_logits=heads.branch_start if separate else None,
+            branch_end_logits=heads.branch_end if separate else None,
         )
 
     def head_logits(
@@ -544,15 +561,8 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
 
         ```
         """
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        body = self.forcereader(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        heads = self._head_logits(body, input_ids, attention_mask, token_type_ids)
-        logits = {"combined": _combined(heads, heads.branch_start, heads.branch_end)}
-        if heads.pair_start is not None:
-            logits["qcp_tokens"] = (heads.pair_start, heads.pair_end)
-            logits["separate_encoding"] = (heads.branch_start, heads.branch_end)
-        return logits
+        output = self(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_head_logits=True)
+        return logits_per_head(output)
 
     def _head_logits(
         self,
@@ -632,6 +642,16 @@ class ForceReaderForQuestionAnswering(ForceReaderPreTrainedModel):
         return summary
 
 
+def logits_per_head(output: ForceReaderQuestionAnsweringOutput) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """(start, end) logits by head name (`"combined"`, and `"qcp_tokens"` / `"separate_encoding"` when the output
+    holds them: `output_head_logits=True`)."""
+    logits = {"combined": (output.start_logits, output.end_logits)}
+    if output.qcp_start_logits is not None:
+        logits["qcp_tokens"] = (output.qcp_start_logits, output.qcp_end_logits)
+        logits["separate_encoding"] = (output.branch_start_logits, output.branch_end_logits)
+    return logits
+
+
 def _combined(
     heads: AnswerHeadLogits, branch_start: torch.Tensor, branch_end: torch.Tensor, detach_pair: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -695,5 +715,6 @@ __all__ = [
     "ForceReaderModelOutput",
     "ForceReaderPreTrainedModel",
     "ForceReaderQuestionAnsweringOutput",
+    "logits_per_head",
     "split_packed_input",
 ]

@@ -29,7 +29,7 @@ from ...training.distributed import (
     process_shard,
 )
 from ...models.forcereader.configuration_forcereader import BRANCH_WEIGHTS
-from ...models.forcereader.modeling_forcereader import MASKED_LOGIT
+from ...models.forcereader.modeling_forcereader import MASKED_LOGIT, logits_per_head
 from ...training.optimizers import two_rate_adamw
 from .data import squad_version
 from .features import squad_features
@@ -195,11 +195,12 @@ def squad_head_logits(
     distributed: bool = False,
     progress: bool = True,
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Like `squad_logits`, for each answer head of a model with `head_logits` (ForceReader): head name -> (start,
+    """Like `squad_logits`, for each answer head of a ForceReader (`output_head_logits=True`): head name -> (start,
     end) logits of every feature."""
     names = ["combined", "qcp_tokens", "separate_encoding"] if model.config.has_two_heads else ["combined"]
     return _collect_logits(
-        model, features, lambda batch: model.head_logits(**batch), names, batch_size, distributed, progress
+        model, features, lambda batch: logits_per_head(model(**batch, output_head_logits=True)), names, batch_size,
+        distributed, progress,
     )
 
 
