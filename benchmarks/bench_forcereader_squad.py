@@ -192,14 +192,15 @@ def split_version(version: str, args, unseen_by: set[str] | None = None) -> dict
     }
 
 
-def v1_checkpoint(folder: str, rung: str, seed: int) -> Path:
-    return Path(folder) / "v1.1" / rung / f"seed{seed}" / "final"
+def saved_reader(folder: str, version: str, rung: str, seed: int) -> Path:
+    """Where `--save-models` saves a trained reader under `folder` (and `--init-from-v1` finds a 1.1 one)."""
+    return Path(folder) / f"v{version}" / rung / f"seed{seed}" / "final"
 
 
 def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, args) -> dict:
     if version == "2.0" and args.init_from_v1:
         set_seed(seed)
-        model = ForceReaderForQuestionAnswering.from_pretrained(v1_checkpoint(args.init_from_v1, rung, seed))
+        model = ForceReaderForQuestionAnswering.from_pretrained(saved_reader(args.init_from_v1, "1.1", rung, seed))
     else:
         model = build(rung, seed)
     started = time.perf_counter()
@@ -214,14 +215,14 @@ def train_and_score(rung: str, seed: int, version: str, data: dict, tokenizer, a
         logging_steps=10, dataloader_num_workers=0,
     )
     if args.save_models:
-        result.trainer.save_model(os.path.join(args.output_dir, f"v{version}", rung, f"seed{seed}", "final"))
+        result.trainer.save_model(str(saved_reader(args.output_dir, version, rung, seed)))
     train_seconds = result.trainer.state.log_history[-1].get("train_runtime")
     record = {
         "train_runtime_s": train_seconds,
         "train_steps": result.trainer.state.global_step,
         **({"branch_weight": result.trainer.model.config.branch_weight,
             "selection_f1_per_branch_weight": result.branch_weight_f1} if result.branch_weight_f1 else {}),
-        **({"initialised_from": str(v1_checkpoint(args.init_from_v1, rung, seed))}
+        **({"initialised_from": str(saved_reader(args.init_from_v1, "1.1", rung, seed))}
            if version == "2.0" and args.init_from_v1 else {}),
         "final_train_loss": result.trainer.state.log_history[-1].get("train_loss"),
         "train_loss_log": [[entry["step"], entry["loss"]] for entry in result.trainer.state.log_history if "loss" in entry],
@@ -431,11 +432,13 @@ def main(argv: list[str] | None = None) -> None:
         results["rungs"] = sorted(set(previous.get("rungs", [])) | set(args.rungs), key=[*RUNGS, *VARIANTS].index)
         results["seeds"] = sorted(set(previous.get("seeds", [])) | set(args.seeds))
     started = time.perf_counter()
-    # 2.0 training from 1.1 readers: the 1.1 training sample's articles are not held out for them.
-    seen_in_v1 = set(split_version("1.1", args)["train"]["title"]) if args.init_from_v1 else None
-    data = {
-        version: split_version(version, args, seen_in_v1 if version == "2.0" else None) for version in args.versions
-    }
+    data = {version: split_version(version, args) for version in args.versions if version == "1.1"}
+    if "2.0" in args.versions:
+        # 2.0 training from 1.1 readers: the 1.1 training sample's articles are not held out for them.
+        seen_in_v1 = None
+        if args.init_from_v1:
+            seen_in_v1 = set((data.get("1.1") or split_version("1.1", args))["train"]["title"])
+        data["2.0"] = split_version("2.0", args, seen_in_v1)
 
     # Speed first (short), on the training features of the first version; a resumed run keeps its timing.
     untimed = [rung for rung in args.rungs if results["speed"] and rung not in results["speed"]["rungs"]]

@@ -149,7 +149,7 @@ def run_condition(condition: str, data: dict, tokenizer, args) -> dict:
     if args.report:
         record["heldout_report"] = head_scores(model, tokenizer, data["report"], args)
     if args.save_models:
-        trainer.save_model(str(Path(args.save_models) / "v1.1" / condition / f"seed{args.seed}" / "final"))
+        trainer.save_model(str(bench.saved_reader(args.save_models, "1.1", condition, args.seed)))
     if getattr(model, "branch_gate", None) is not None:
         record["branch_gate"] = model.branch_gate.weight.item()
     return record

@@ -271,7 +271,7 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
     def has_two_heads(self) -> bool:
         """Whether the answer is scored by two heads, the QCP token head and the separate-encoding branch (the
         two-head training switches apply only then)."""
-        return self.separate_encoding and self.scores_qcp_tokens
+        return self.scores_qcp_tokens  # the QCP mode needs separate encoding, so the branch exists too
 
     def _check_values(self) -> None:
         unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
