@@ -33,6 +33,7 @@ setup(
         "safetensors>=0.4.3",
         "tqdm>=4.66.3",
         "numpy>=2.0",  # the pyarrow that datasets installs today imports only with NumPy 2
+        "scipy>=1.13",  # CEAF's cluster alignment (optimize.linear_sum_assignment); 1.13 is the first for NumPy 2
     ],
     extras_require={
         "viz": ["matplotlib>=3.7"],

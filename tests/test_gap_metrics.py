@@ -5,6 +5,7 @@ Expected values are worked out by hand in the comments next to each case.
 
 from __future__ import annotations
 
+import csv
 import math
 import random
 from fractions import Fraction
@@ -135,28 +136,61 @@ def test_score_gap_hand_computed_four_rows():
     assert all(isinstance(value, float) for value in metrics.values())
 
 
-def test_missing_row_counts_as_false_negatives_only():
+def test_missing_rows_count_both_decisions_as_false_negatives():
+    # The official gap_scorer.py counts each decision of a gold row without system output as a false
+    # negative, whatever the gold label: a missing all-FALSE row is two FN, not two TN.
     gold = [
-        GapGold("m1", "he", a_coref=True, b_coref=False),
-        GapGold("m2", "him", a_coref=False, b_coref=True),  # missing: gold B -> FN
-        GapGold("f1", "she", a_coref=False, b_coref=False),  # missing: nothing to count
-        GapGold("f2", "hers", a_coref=True, b_coref=False),
+        GapGold("m1", "he", a_coref=True, b_coref=False),  # TP (A), TN (B)
+        GapGold("m2", "him", a_coref=False, b_coref=True),  # missing: FN (A) + FN (B)
+        GapGold("m3", "his", a_coref=False, b_coref=False),  # FP (A), TN (B)
+        GapGold("f1", "she", a_coref=False, b_coref=False),  # missing: FN (A) + FN (B)
+        GapGold("f2", "hers", a_coref=True, b_coref=False),  # TP (A), TN (B)
+        GapGold("f3", "Her", a_coref=False, b_coref=True),  # FN (B): answered False
     ]
-    scores = score_gap(gold, {"m1": (True, False), "f2": (True, False)})
-    # Masculine: m1 TP, m2 missed -> TP1 FP0 FN1 -> F1 = 2/3.
-    assert scores.masculine == BinaryCounts(1, 0, 1)
-    assert scores.masculine_f1 == approx(Fraction(2, 3))
-    # Feminine: f1 missing but all-FALSE -> contributes nothing; f2 TP -> F1 1.
-    assert scores.feminine == BinaryCounts(1, 0, 0)
-    assert scores.overall == BinaryCounts(2, 0, 1)
-    # Bias = 1 / (2/3) = 3/2.
-    assert scores.bias == approx(Fraction(3, 2))
+    predictions = {"m1": (True, False), "m3": (True, False), "f2": (True, False), "f3": (False, False)}
+    scores = score_gap(gold, predictions)
+    # Masculine: TP1 FP1 FN2 -> P 1/2, R 1/3, F1 = 2 / (2 + 1 + 2) = 2/5.
+    assert scores.masculine == BinaryCounts(1, 1, 2)
+    assert scores.masculine_f1 == approx(Fraction(2, 5))
+    # Feminine: TP1 FP0 FN3 -> P 1, R 1/4, F1 = 2 / (2 + 0 + 3) = 2/5.
+    assert scores.feminine == BinaryCounts(1, 0, 3)
+    assert scores.feminine.recall == approx(Fraction(1, 4))
+    assert scores.feminine_f1 == approx(Fraction(2, 5))
+    # Overall: TP2 FP1 FN5 -> P 2/3, R 2/7, F1 = 4 / (4 + 1 + 5) = 2/5; bias (2/5) / (2/5) = 1.
+    assert scores.overall == BinaryCounts(2, 1, 5)
+    assert scores.overall.precision == approx(Fraction(2, 3))
+    assert scores.overall.recall == approx(Fraction(2, 7))
+    assert scores.f1 == approx(Fraction(2, 5))
+    assert scores.bias == approx(Fraction(1))
+    # Answering (False, False) for the missing rows instead turns their 3 gold-negative decisions into
+    # true negatives: only m2's gold-B positive stays a false negative.
+    answered = score_gap(gold, {**predictions, "m2": (False, False), "f1": (False, False)})
+    assert answered.overall == BinaryCounts(2, 1, 2)
+    # The same counts through the probability scorer and the sweep (missing rows never answered).
+    probabilities = {key: tuple(float(d) for d in pair) for key, pair in predictions.items()}
+    assert score_gap_probabilities(gold, probabilities, threshold=0.5).overall == BinaryCounts(2, 1, 5)
+    # Threshold 0: every answered decision is positive -> TP m1A f2A f3B, FP m1B m3A m3B f2B f3A, and the
+    # 4 unanswered decisions stay FN: TP3 FP5 FN4 -> F1 = 6 / (6 + 5 + 4) = 2/5.
+    assert score_gap_probabilities(gold, probabilities, threshold=0.0).overall == BinaryCounts(3, 5, 4)
+    sweep = sweep_threshold(gold, probabilities, thresholds=[0.5, 0.0])
+    # Both give F1 2/5; the tie goes to the smallest threshold.
+    assert sweep.f1.tolist() == [approx(Fraction(2, 5)), approx(Fraction(2, 5))]
+    assert sweep.best_threshold == 0.0 and sweep.best_scores.overall == BinaryCounts(3, 5, 4)
+
+
+def test_a_none_decision_is_one_false_negative():
+    # The official scorer reads an unparseable system label as None and counts that decision (only) as FN.
+    gold = [GapGold("a", "he", True, False), GapGold("b", "she", False, False)]
+    scores = score_gap(gold, {"a": (True, None), "b": (None, False)})
+    assert scores.masculine == BinaryCounts(1, 0, 1)  # A TP, B not answered
+    assert scores.feminine == BinaryCounts(0, 0, 1)  # A not answered, B TN
+    assert score_gap(gold, {"a": (None, None)}).overall == score_gap(gold, {}).overall == BinaryCounts(0, 0, 4)
 
 
 def test_empty_predictions_are_all_false_negatives():
     scores = score_gap(four_row_gold(), {})
-    # Each of the 4 rows has exactly one gold positive.
-    assert scores.overall == BinaryCounts(0, 0, 4)
+    # Every one of the 8 decisions of the 4 rows is unanswered.
+    assert scores.overall == BinaryCounts(0, 0, 8)
     assert scores.f1 == 0.0
 
 
@@ -166,6 +200,16 @@ def test_both_false_row_predicted_positive_gives_false_positives():
     assert scores.feminine == BinaryCounts(0, 2, 0)
     assert scores.masculine == BinaryCounts(0, 0, 0)
     assert scores.f1 == 0.0
+
+
+def test_bias_is_nan_when_either_f1_is_zero():
+    # make_scorecard prints the bias only when both F1 are non-zero ("-" otherwise).
+    gold = [GapGold("m", "he", True, False), GapGold("f", "she", True, False)]
+    scores = score_gap(gold, {"m": (True, False), "f": (False, True)})
+    assert scores.masculine_f1 == 1.0 and scores.feminine_f1 == 0.0
+    assert math.isnan(scores.bias)
+    # A gender without rows has F1 0 too.
+    assert math.isnan(score_gap(gold[:1], {"m": (True, False)}).bias)
 
 
 def test_bias_is_nan_when_masculine_f1_is_zero():
@@ -277,19 +321,19 @@ def test_score_gap_probabilities_uses_greater_or_equal():
     assert at_boundary.f1 == approx(Fraction(4, 5))
     # t = 0.6: 0.6 >= 0.6 keeps the p2/B true positive -> perfect.
     assert score_gap_probabilities(gold, probabilities, threshold=0.6).f1 == 1.0
-    # t = 0.61: p2/B is lost -> TP1 FN1, F1 2/3; feminine F1 0 so bias 0.
+    # t = 0.61: p2/B is lost -> TP1 FN1, F1 2/3; feminine F1 0 so the bias is undefined (official "-").
     above = score_gap_probabilities(gold, probabilities, threshold=0.61)
     assert above.overall == BinaryCounts(1, 0, 1)
-    assert above.bias == 0.0
+    assert math.isnan(above.bias)
 
 
 def test_score_gap_probabilities_missing_row_never_predicted_even_at_zero():
     gold, probabilities = two_row_probabilities()
     del probabilities["p2"]
     # Threshold 0 predicts every *present* decision positive: p1 TP + FP,
-    # and missing p2 stays a false negative (not a true positive).
+    # and both decisions of the missing p2 are false negatives (never positives).
     scores = score_gap_probabilities(gold, probabilities, threshold=0.0)
-    assert scores.overall == BinaryCounts(1, 1, 1)
+    assert scores.overall == BinaryCounts(1, 1, 2)
 
 
 def test_sweep_threshold_default_grid_picks_smallest_best_threshold():
@@ -353,27 +397,98 @@ def test_sweep_accepts_torch_tensors():
 # --------------------------------------------------------------------------- #
 
 
-def reference_gap_f1(gold, predictions):
-    """Loop-based per-gender TP/FP/FN, F1 via the harmonic mean of P and R."""
-    counts = {"M": [0, 0, 0], "F": [0, 0, 0]}  # tp, fp, fn
-    for example in gold:
-        predicted = predictions.get(example.example_id, (False, False))
-        gender = "M" if example.pronoun.lower() in {"he", "him", "his", "himself"} else "F"
-        for gold_label, predicted_label in zip((example.a_coref, example.b_coref), predicted):
-            if gold_label and predicted_label:
-                counts[gender][0] += 1
-            elif predicted_label:
-                counts[gender][1] += 1
-            elif gold_label:
-                counts[gender][2] += 1
+class OfficialScores:
+    """The tallies and formulas of the official gap_scorer.py ``Scores`` class (percentages)."""
 
-    def f1(tp, fp, fn):
-        precision = tp / (tp + fp) if tp + fp else 0.0
-        recall = tp / (tp + fn) if tp + fn else 0.0
+    def __init__(self):
+        self.true_positives = self.false_positives = self.true_negatives = self.false_negatives = 0
+
+    def recall(self):
+        denominator = self.true_positives + self.false_negatives
+        return 100.0 * self.true_positives / denominator if denominator else 0.0
+
+    def precision(self):
+        denominator = self.true_positives + self.false_positives
+        return 100.0 * self.true_positives / denominator if denominator else 0.0
+
+    def f1(self):
+        recall, precision = self.recall(), self.precision()
         return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
-    overall = [m + f for m, f in zip(counts["M"], counts["F"])]
-    return f1(*overall), f1(*counts["M"]), f1(*counts["F"]), counts
+
+# The official scorer's gender table (constants.PRONOUNS; GAP has no reflexives). Reflexives are added
+# for the synthetic rows below, which draw them too.
+OFFICIAL_PRONOUNS = {"she": "F", "her": "F", "hers": "F", "he": "M", "his": "M", "him": "M",
+                     "herself": "F", "himself": "M"}
+
+
+def official_calculate_scores(gold_annotations, system_annotations):
+    """A transcription of gap_scorer.calculate_scores (written out here, not imported).
+
+    Args:
+        gold_annotations: id -> (gender, a_coref, b_coref), in file order.
+        system_annotations: id -> (a_coref, b_coref); a missing id, like a defaultdict's fresh
+            Annotation, has None for both decisions.
+
+    Returns:
+        gender (None for overall, "M", "F") -> OfficialScores.
+    """
+    scores = {}
+    for example_id, (gender_of_row, gold_a, gold_b) in gold_annotations.items():
+        system_a, system_b = system_annotations.get(example_id, (None, None))
+        for gender in [None, gender_of_row]:
+            if gender not in scores:
+                scores[gender] = OfficialScores()
+            for gold, system in [(gold_a, system_a), (gold_b, system_b)]:
+                if system is None:  # "Missing output for <id>"
+                    scores[gender].false_negatives += 1
+                elif gold and system:
+                    scores[gender].true_positives += 1
+                elif not gold and system:
+                    scores[gender].false_positives += 1
+                elif not gold and not system:
+                    scores[gender].true_negatives += 1
+                elif gold and not system:
+                    scores[gender].false_negatives += 1
+    return scores
+
+
+def official_bias(scores):
+    """make_scorecard's bias: F/M when both F1 are non-zero, else "-" (None here)."""
+    masculine, feminine = (scores.get(gender, OfficialScores()).f1() for gender in ("M", "F"))
+    return feminine / masculine if masculine and feminine else None
+
+
+def assert_matches_official(ours, official):
+    """Our GapScores carry exactly the official TP/FP/FN, percentages / 100 and the bias."""
+    for gender, counts in ((None, ours.overall), ("M", ours.masculine), ("F", ours.feminine)):
+        theirs = official.get(gender, OfficialScores())
+        assert (counts.true_positives, counts.false_positives, counts.false_negatives) == (
+            theirs.true_positives, theirs.false_positives, theirs.false_negatives
+        ), gender
+        assert 100 * counts.precision == pytest.approx(theirs.precision(), abs=1e-9)
+        assert 100 * counts.recall == pytest.approx(theirs.recall(), abs=1e-9)
+        assert 100 * counts.f1 == pytest.approx(theirs.f1(), abs=1e-9)
+    bias = official_bias(official)
+    if bias is None:
+        assert math.isnan(ours.bias)
+    else:
+        assert ours.bias == pytest.approx(bias, abs=1e-12)
+
+
+def reference_gap_f1(gold, predictions):
+    """Overall, masculine and feminine F1 (fractions) and per-gender [tp, fp, fn], by the official loop."""
+    official = official_calculate_scores(
+        {example.example_id: (OFFICIAL_PRONOUNS[example.pronoun.lower()], example.a_coref, example.b_coref)
+         for example in gold},
+        predictions,
+    )
+    counts = {}
+    for gender in ("M", "F"):
+        tally = official.get(gender, OfficialScores())
+        counts[gender] = [tally.true_positives, tally.false_positives, tally.false_negatives]
+    f1 = [official.get(gender, OfficialScores()).f1() / 100 for gender in (None, "M", "F")]
+    return f1[0], f1[1], f1[2], counts
 
 
 def random_gap_case(seed: int, num_rows: int = 200):
@@ -409,19 +524,65 @@ def test_score_gap_matches_reference_implementation(seed):
     assert scores.bias == pytest.approx(feminine_f1 / masculine_f1)
 
 
-def test_vectorised_sweep_matches_thresholding_one_by_one():
-    gold, probabilities = random_gap_case(seed=7)
-    sweep = sweep_threshold(gold, probabilities)
-    expected = []
-    for threshold in sweep.thresholds:
-        predictions = {
-            key: (a >= threshold, b >= threshold) for key, (a, b) in probabilities.items()
-        }
-        expected.append(reference_gap_f1(gold, predictions)[0])
+def read_gap_tsv_like_the_official_scorer(path):
+    """gap_scorer.read_annotations(is_gold=True): id -> (gender, a_coref, b_coref), via csv.DictReader."""
+    fieldnames = ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref",
+                  "B", "B-offset", "B-coref", "URL"]
+    annotations = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle, fieldnames=fieldnames, delimiter="\t", quoting=csv.QUOTE_NONE)
+        next(reader, None)  # the header line
+        for row in reader:
+            labels = {"true": True, "false": False}
+            annotations[row["ID"]] = (
+                OFFICIAL_PRONOUNS[row["Pronoun"].lower()],
+                labels[row["A-coref"].lower()],
+                labels[row["B-coref"].lower()],
+            )
+    return annotations
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_real_validation_file_with_missing_rows_matches_the_official_scorer(gap_validation_gold, seed):
+    gold_annotations = read_gap_tsv_like_the_official_scorer(GAP_DATA_DIR / "gap-validation.tsv")
+    assert len(gold_annotations) == len(gap_validation_gold) == 454
+    rng = random.Random(seed)
+    ids = list(gold_annotations)
+    dropped = set(rng.sample(ids, k=len(ids) // 10))  # 10% of the rows get no system output
+    probabilities = {example_id: (rng.random(), rng.random()) for example_id in ids if example_id not in dropped}
+    # Random decisions, biased towards the gold answer so that F1 is neither 0 nor 1.
+    predictions = {}
+    for example_id in probabilities:
+        _, gold_a, gold_b = gold_annotations[example_id]
+        predictions[example_id] = tuple(
+            gold if rng.random() < 0.6 else rng.random() < 0.3 for gold in (gold_a, gold_b)
+        )
+
+    official = official_calculate_scores(gold_annotations, predictions)
+    ours = score_gap(gap_validation_gold, predictions)
+    assert_matches_official(ours, official)
+    # Each dropped row is two false negatives, so they alone cost 2 * 45 FN.
+    assert ours.overall.false_negatives >= 2 * len(dropped) == 90
+    assert 0.2 < ours.overall.recall < 0.9
+
+    # Thresholded probabilities, one threshold and the sweep, against the official loop too.
+    for threshold in (0.0, 0.37, 0.5, 0.99):
+        thresholded = {key: (a >= threshold, b >= threshold) for key, (a, b) in probabilities.items()}
+        official = official_calculate_scores(gold_annotations, thresholded)
+        assert_matches_official(score_gap_probabilities(gap_validation_gold, probabilities, threshold), official)
+    sweep = sweep_threshold(gap_validation_gold, probabilities)
+    expected = [
+        official_calculate_scores(
+            gold_annotations, {key: (a >= t, b >= t) for key, (a, b) in probabilities.items()}
+        )[None].f1() / 100
+        for t in sweep.thresholds
+    ]
     np.testing.assert_allclose(sweep.f1, expected, atol=1e-12)
-    best = int(np.argmax(expected))
-    assert sweep.best_threshold == sweep.thresholds[best]
-    assert sweep.best_scores.f1 == pytest.approx(max(expected))
+    best = official_calculate_scores(
+        gold_annotations,
+        {key: (a >= sweep.best_threshold, b >= sweep.best_threshold) for key, (a, b) in probabilities.items()},
+    )
+    assert_matches_official(sweep.best_scores, best)
 
 
 # --------------------------------------------------------------------------- #

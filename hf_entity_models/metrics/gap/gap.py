@@ -37,11 +37,14 @@ to B (at most one is true). The official scorer turns every row into two binary 
 computes precision, recall and F1 of the positive class ("coreferent") over all decisions; the same
 scores over the rows whose pronoun is masculine (he, him, his, himself) and feminine (she, her, hers,
 herself); and the bias, F1_feminine / F1_masculine (1.0 is balanced, below 1.0 favours masculine
-pronouns). The gender of a row is read from its pronoun text, case-insensitively. A row the system gave
-no answer for is scored as predicting False for both names, as the official scorer scores missing rows.
+pronouns). The gender of a row is read from its pronoun text, case-insensitively. Every row needs an
+answer here. The official scorer counts a gold row missing from the system output as two false
+negatives, whatever its gold labels, while a row answered False/False makes its gold-negative decisions
+true negatives: so do not fill unanswered rows with False (that overstates recall); score such a system
+with score_gap, leaving the unanswered rows out of its predictions.
 
-This metric calls hf_entity_models.tasks.coreference.metrics.score_gap, which implements the official
-scorer's semantics; see that module for threshold sweeps over probabilities (PeTra's protocol).
+This metric calls hf_entity_models.tasks.coreference.metrics.score_gap, which counts as the official
+scorer does; see that module for threshold sweeps over probabilities (PeTra's protocol).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -51,7 +54,9 @@ Args:
     predictions (`list` of `dict`): One dict per GAP row with the system's two decisions:
         - **a_coref** (`bool`): the pronoun refers to name A.
         - **b_coref** (`bool`): the pronoun refers to name B.
-        Pass `{"a_coref": False, "b_coref": False}` for a row the system did not answer.
+        Every row needs an answer. For a system that skipped rows, do not pass False for them: the
+        official scorer counts both decisions of a missing row as false negatives, whereas False makes its
+        gold-negative decisions true negatives. Use `score_gap` with those rows left out instead.
     references (`list` of `dict`, or a `datasets.Dataset`): One dict per row, in the same order, with
         the gold annotation. The rows of `hf_entity_models.tasks.coreference.load_gap(path)` have these
         keys, so that dataset can be passed as it is (other keys are ignored):
@@ -67,7 +72,7 @@ Returns:
         - **precision**, **recall**, **f1**: over both decisions of every row, positive class.
         - **masculine_precision**, **masculine_recall**, **masculine_f1**: over rows with a masculine pronoun.
         - **feminine_precision**, **feminine_recall**, **feminine_f1**: over rows with a feminine pronoun.
-        - **bias**: feminine_f1 / masculine_f1; NaN when masculine_f1 is 0 (the ratio is undefined).
+        - **bias**: feminine_f1 / masculine_f1; NaN when either F1 is 0 (the official scorer prints "-").
     A precision, recall or F1 whose denominator is zero (nothing predicted, or nothing gold) is 0.0.
 
 Raises:
@@ -92,7 +97,7 @@ Examples:
     >>> results["f1"], results["masculine_f1"], results["feminine_f1"]
     (0.5, 1.0, 0.0)
     >>> results["bias"]
-    0.0
+    nan
 """
 
 _PREDICTION_FIELDS = ("a_coref", "b_coref")
@@ -148,7 +153,8 @@ def _checked_batch(predictions: Any, references: Any) -> tuple[list[dict[str, An
         raise ValueError(
             f"Mismatch in the number of predictions ({len(prediction_rows)}) and references "
             f"({len(reference_rows)}): pass one prediction per GAP row, in the order of the references "
-            '(predict {"a_coref": False, "b_coref": False} for a row the system did not answer).'
+            "(for a system that skipped rows, use score_gap with those rows left out: a missing row counts "
+            "as two false negatives, a False answer does not)."
         )
     prediction_rows = [
         _checked_row(row, f"predictions[{index}]", _PREDICTION_FIELDS) for index, row in enumerate(prediction_rows)

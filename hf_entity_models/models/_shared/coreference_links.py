@@ -75,6 +75,43 @@ def span_link_probabilities(
     return torch.where(torch.isfinite(best), best.exp(), torch.zeros_like(best))
 
 
+def mention_detection_loss(
+    entity_probs: torch.Tensor, mention_targets: torch.LongTensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """Binary cross-entropy between every token's entity probability and whether it lies inside a gold mention.
+
+    Dense supervision of the memory's mention detection, for corpora that annotate every mention (CoNLL-2012,
+    LitBank); GAP labels only three spans per text and does not use it.
+
+    Args:
+        entity_probs: `(B, T)` probability that the token is part of an entity mention (PeTra's e_t, the
+            Referential Reader's entity gate).
+        mention_targets: `(B, T)` 1 inside a gold mention, 0 outside, -100 where not scored (special tokens,
+            padding).
+        reduction: `"mean"` over the scored tokens of the batch (PeTra, whose link loss is a weighted mean) or
+            `"sum_per_document"`, summed over each document's tokens and averaged over documents (the Referential
+            Reader, whose link loss sums over each document's pairs). 0 when no token is scored.
+    """
+    if mention_targets.shape != entity_probs.shape:
+        raise ValueError(
+            f"mention_targets must have the shape of the tokens {tuple(entity_probs.shape)}, got "
+            f"{tuple(mention_targets.shape)}."
+        )
+    if reduction not in ("mean", "sum_per_document"):
+        raise ValueError(f"reduction must be 'mean' or 'sum_per_document', got {reduction!r}.")
+    scored = mention_targets != IGNORE_INDEX
+    if bool(((mention_targets != 0) & (mention_targets != 1) & scored).any()):
+        raise ValueError("mention_targets must hold 1 (inside a mention), 0 (outside) or -100 (not scored).")
+    if not bool(scored.any()):
+        return entity_probs.sum() * 0.0
+    probabilities = entity_probs.clamp(LOG_EPSILON, 1 - LOG_EPSILON)
+    targets = mention_targets.clamp_min(0).to(probabilities.dtype)
+    per_token = torch.nn.functional.binary_cross_entropy(probabilities, targets, reduction="none") * scored
+    if reduction == "mean":
+        return per_token.sum() / scored.sum()
+    return per_token.sum(-1).mean()
+
+
 def gather_tokens(values: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
     """values `(B, T, N)`, positions `(B, P)` -> `(B, P, N)`."""
     index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])

@@ -77,12 +77,18 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             Loss weight of negative links (pronoun to the other name, name A to name B).
         entity_loss_weight (`float`, *optional*, defaults to 0.1):
             Weight lambda of the entity-mention loss (section 2.5.2).
+        mention_loss_weight (`float`, *optional*, defaults to 1.0):
+            Weight of the dense mention-detection loss (binary cross-entropy of e_t against gold mention tokens),
+            added when the forward call gets `mention_targets` (CoNLL / LitBank training; GAP does not use it).
         gumbel_temperature (`float`, *optional*, defaults to 1.0):
             Initial temperature of the Gumbel-softmax used for soft overwrites in training (halved every 10 epochs
             by `GumbelTemperatureCallback`).
         coref_threshold (`float`, *optional*, defaults to 0.5):
             Decision threshold on the span link probability; tune it on validation data with
             `hf_entity_models.tasks.coreference.sweep_threshold` and store the best value here.
+        mention_threshold (`float`, *optional*, defaults to 0.5):
+            Smallest write (overwrite + coref) that makes a token a mention when `pipeline("coreference")` builds
+            clusters; `train_on_conll` chooses it on validation documents and stores it here.
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of linear layers (with `linear_init="normal"`).
         coref_loss (`str`, *optional*, defaults to `"cross_entropy"`):
@@ -172,8 +178,10 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     positive_link_weight: float | int = 5.0
     negative_link_weight: float | int = 50.0
     entity_loss_weight: float | int = 0.1
+    mention_loss_weight: float | int = 1.0
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
+    mention_threshold: float | int = 0.5
     initializer_range: float = 0.02
     coref_loss: str = "cross_entropy"
     coref_update_mlp: str = "mlp"
@@ -220,12 +228,17 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             )
         _require(0.0 < self.usage_decay < 1.0, f"usage_decay must be in (0, 1), got {self.usage_decay} (paper: 0.98).")
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}.")
-        for name in ("self_link_weight", "positive_link_weight", "negative_link_weight", "entity_loss_weight"):
+        link_weights = ("self_link_weight", "positive_link_weight", "negative_link_weight")
+        for name in (*link_weights, "entity_loss_weight", "mention_loss_weight"):
             _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
         _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
         _require(
             0.0 <= self.coref_threshold <= 1.0,
             f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
+        )
+        _require(
+            0.0 <= self.mention_threshold <= 1.0,
+            f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
         )
         for name, choices in (
             ("coref_loss", COREF_LOSSES),

@@ -27,6 +27,7 @@ from hf_entity_models.models._shared.coreference_links import (
     active_documents_per_step,
     candidate_scores_if_asked,
     check_link_inputs,
+    mention_detection_loss,
     check_right_padding,
     encode_in_windows,
     gather_tokens,
@@ -87,7 +88,8 @@ class PetraCoreferenceOutput(ModelOutput):
 
     Args:
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `link_labels` is given):
-            `coref_loss + entity_loss_weight * entity_loss`.
+            `coref_loss + entity_loss_weight * entity_loss`, plus `mention_loss_weight * mention_loss` when
+            `mention_targets` is given.
         candidate_scores (`torch.FloatTensor` of shape `(batch_size, num_candidates)`, *optional*):
             Span link probability between the pronoun and every candidate span: the maximum of Eq. 9 over their
             token pairs (paper section 3.5). 0 for padded candidates. Compare with `config.coref_threshold`.
@@ -97,6 +99,8 @@ class PetraCoreferenceOutput(ModelOutput):
             Weighted binary cross-entropy of the labelled links (section 2.5.1), normalised by the total weight.
         entity_loss (`torch.FloatTensor` of shape `()`, *optional*):
             Mean entity probability of unlabelled, non-special tokens (section 2.5.2), averaged over documents.
+        mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Binary cross-entropy of e_t against `mention_targets` (dense mention detection, CoNLL training).
     """
 
     loss: torch.FloatTensor | None = None
@@ -108,6 +112,7 @@ class PetraCoreferenceOutput(ModelOutput):
     memory: torch.FloatTensor | None = None
     coref_loss: torch.FloatTensor | None = None
     entity_loss: torch.FloatTensor | None = None
+    mention_loss: torch.FloatTensor | None = None
 
 
 class PetraMLP(nn.Module):
@@ -702,6 +707,7 @@ class PetraForCoreference(PetraPreTrainedModel):
         link_pairs: torch.LongTensor | None = None,
         link_labels: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
+        mention_targets: torch.LongTensor | None = None,
         **kwargs,
     ) -> PetraCoreferenceOutput:
         r"""
@@ -718,6 +724,10 @@ class PetraForCoreference(PetraPreTrainedModel):
             link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
                 Kind of every pair: `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2), or `-100` for
                 padding. Given with `link_pairs`, the output has the training loss.
+            mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for tokens inside a gold mention, 0 outside, -100 where not scored (special tokens, padding):
+                dense supervision of e_t for corpora that annotate every mention (CoNLL-2012, LitBank). Adds
+                `mention_loss_weight * mention_loss` to the loss.
         """
         if kwargs:
             raise TypeError(f"PetraForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
@@ -741,6 +751,11 @@ class PetraForCoreference(PetraPreTrainedModel):
             coref_loss = self._coref_loss(link_log_probs, link_pairs, link_labels)
             entity_loss = self._entity_loss(memory_output.entity_probs, attention_mask, special_tokens_mask, link_pairs)
             loss = coref_loss + self.config.entity_loss_weight * entity_loss
+        mention_loss = None
+        if mention_targets is not None:
+            mention_loss = mention_detection_loss(memory_output.entity_probs, mention_targets)
+            weighted = self.config.mention_loss_weight * mention_loss
+            loss = weighted if loss is None else loss + weighted
 
         return PetraCoreferenceOutput(
             loss=loss,
@@ -752,6 +767,7 @@ class PetraForCoreference(PetraPreTrainedModel):
             memory=memory_output.memory,
             coref_loss=coref_loss,
             entity_loss=entity_loss,
+            mention_loss=mention_loss,
         )
 
     def _coref_loss(

@@ -78,6 +78,9 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
             Loss weight of pronoun-to-coreferent-name token pairs (target 1).
         negative_link_weight (`float`, *optional*, defaults to 50.0):
             Loss weight of pronoun-to-other-name token pairs (target 0).
+        mention_loss_weight (`float`, *optional*, defaults to 1.0):
+            Weight of the dense mention-detection loss (binary cross-entropy of the entity gate against gold mention
+            tokens), added when the forward call gets `mention_targets` (CoNLL / LitBank training; GAP does not).
         other_pair_weight (`float`, *optional*, defaults to 1.0):
             Loss weight of every other token pair of the document (target 0): the loss runs over all pairs.
         lm_loss_weight (`float`, *optional*, defaults to 0.0):
@@ -88,6 +91,9 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
             (halved every 10 epochs by `GumbelTemperatureCallback`).
         coref_threshold (`float`, *optional*, defaults to 0.5):
             Decision threshold on the span link probability; tune it on validation data (best values are small).
+        mention_threshold (`float`, *optional*, defaults to 0.5):
+            Smallest write (overwrite + coref) that makes a token a mention when `pipeline("coreference")` builds
+            clusters; `train_on_conll` chooses it on validation documents and stores it here.
         pad_token_id (`int`, *optional*, defaults to 0):
             Padding id of the incremental reader's vocabulary (BERT's `[PAD]`).
         bos_token_id (`int`, *optional*):
@@ -145,9 +151,11 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
     positive_link_weight: float | int = 5.0
     negative_link_weight: float | int = 50.0
     other_pair_weight: float | int = 1.0
+    mention_loss_weight: float | int = 1.0
     lm_loss_weight: float | int = 0.0
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
+    mention_threshold: float | int = 0.5
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -212,12 +220,17 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
             "negative_link_weight",
             "other_pair_weight",
             "lm_loss_weight",
+            "mention_loss_weight",
         ):
             _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
         _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
         _require(
             0.0 <= self.coref_threshold <= 1.0,
             f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
+        )
+        _require(
+            0.0 <= self.mention_threshold <= 1.0,
+            f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
         )
         if self.pad_token_id is not None:
             _require(

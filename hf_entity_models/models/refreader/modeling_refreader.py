@@ -28,6 +28,7 @@ from hf_entity_models.models._shared.coreference_links import (
     active_documents_per_step,
     candidate_scores_if_asked,
     check_link_inputs,
+    mention_detection_loss,
     encode_in_windows,
     gather_tokens,
     packed_positions,
@@ -104,6 +105,8 @@ class RefReaderCoreferenceOutput(ModelOutput):
             over pairs and averaged over documents.
         lm_loss (`torch.FloatTensor` of shape `()`, *optional*):
             Next-token cross-entropy, when `config.lm_loss_weight > 0`.
+        mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Binary cross-entropy of the entity gate against `mention_targets` (dense mention detection).
     """
 
     loss: torch.FloatTensor | None = None
@@ -116,6 +119,7 @@ class RefReaderCoreferenceOutput(ModelOutput):
     memory_gate: torch.FloatTensor | None = None
     coref_loss: torch.FloatTensor | None = None
     lm_loss: torch.FloatTensor | None = None
+    mention_loss: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -827,6 +831,7 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
         link_pairs: torch.LongTensor | None = None,
         link_labels: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
+        mention_targets: torch.LongTensor | None = None,
         **kwargs,
     ) -> RefReaderCoreferenceOutput:
         r"""
@@ -843,6 +848,11 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
             link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
                 `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2) or `-100` (padding). Every other pair of
                 real, non-special tokens is a negative of weight `other_pair_weight` (section 2.4 sums over all pairs).
+
+            mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for tokens inside a gold mention, 0 outside, -100 where not scored: dense supervision of the entity
+                gate (CoNLL-2012, LitBank), summed over each document's tokens like the link loss. Adds
+                `mention_loss_weight * mention_loss` to the loss.
         """
         if kwargs:
             raise TypeError(f"RefReaderForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
@@ -871,6 +881,11 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
             if self.lm_head is not None and input_ids is not None:
                 lm_loss = next_token_loss(self.lm_head(memory_output.last_hidden_state), input_ids, attention_mask)
                 loss = coref_loss + self.config.lm_loss_weight * lm_loss
+        mention_loss = None
+        if mention_targets is not None:
+            mention_loss = mention_detection_loss(memory_output.entity_probs, mention_targets, "sum_per_document")
+            weighted = self.config.mention_loss_weight * mention_loss
+            loss = weighted if loss is None else loss + weighted
 
         return RefReaderCoreferenceOutput(
             loss=loss,
@@ -883,6 +898,7 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
             memory_gate=memory_output.memory_gate,
             coref_loss=coref_loss,
             lm_loss=lm_loss,
+            mention_loss=mention_loss,
         )
 
 

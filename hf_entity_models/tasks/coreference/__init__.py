@@ -1,6 +1,9 @@
-"""Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring."""
+"""Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring; CoNLL-2012
+coreference files (`read_conll_coreference`, `write_conll_coreference`) and their metrics (`score_coreference`)."""
 
 from .collator import CoreferenceCollator
+from .conll import CorefDocument, read_conll_coreference, write_conll_coreference
+from .conll_metrics import CONLL_METRICS, score_coreference
 from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
 from .gap import (
     GAP_COLUMNS,
@@ -56,6 +59,8 @@ from .training import (
 
 __all__ = [
     "BinaryCounts",
+    "CONLL_METRICS",
+    "CorefDocument",
     "CachedFeatureDataset",
     "CoreferenceCollator",
     "CoreferencePipeline",
@@ -91,8 +96,10 @@ __all__ = [
     "plot_memory_log",
     "prepare_gap_dataset",
     "pronoun_gender",
+    "read_conll_coreference",
     "read_gap_gold",
     "read_people_counts",
+    "score_coreference",
     "score_gap",
     "score_gap_at_threshold",
     "score_gap_probabilities",
@@ -101,5 +108,6 @@ __all__ = [
     "threshold_grid",
     "train_on_gap",
     "tune_threshold",
+    "write_conll_coreference",
     "write_people_corpus_tsv",
 ]

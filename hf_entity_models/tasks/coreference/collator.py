@@ -28,7 +28,7 @@ __all__ = ["CoreferenceCollator"]
 
 # Per-token columns and the value that pads them on the right. Padding counts as special so that no loss or
 # entity probability is ever computed there.
-_TOKEN_PADDING = {"attention_mask": 0, "special_tokens_mask": 1}
+_TOKEN_PADDING = {"attention_mask": 0, "special_tokens_mask": 1, "mention_targets": IGNORE_INDEX}
 # Variable-length lists of (start, end) rows, padded with (-1, -1) rows.
 _ROW_PADDED = ("candidate_spans", "link_pairs")
 # Fixed-shape columns stacked as they are.
@@ -40,6 +40,7 @@ class CoreferenceCollator:
     """Pad coreference examples to the longest in the batch (right padding) and stack them into tensors.
 
     Padding values: ``input_ids`` -> `pad_token_id`, ``attention_mask`` -> 0, ``special_tokens_mask`` -> 1,
+    ``mention_targets`` (CoNLL examples) -> -100,
     ``encoder_features`` -> zero rows, ``link_pairs`` / ``candidate_spans`` -> ``(-1, -1)`` rows, ``link_labels``
     -> -100. ``pronoun_spans`` and ``gap_labels`` are stacked. ``link_pairs`` always has at least one row (all
     padding when no example has pairs) so that the loss is defined. Only these keys (those present) are output:

@@ -44,6 +44,7 @@ MODEL_COLUMNS = (
     "link_pairs",
     "link_labels",
     "gap_labels",
+    "mention_targets",
 )
 _CACHE_FORMAT = "hf_entity_models.encoder_features.v1"
 # Config entries that do not change what the encoder computes.

@@ -2,11 +2,18 @@
 
 This module implements, in plain Python + numpy:
 
-* the official GAP scorer semantics (Webster et al., 2018): every GAP row
-  yields two binary decisions (is the pronoun coreferent with name A? with
+* the counting of the official GAP scorer (Webster et al., 2018,
+  ``gap_scorer.py`` of google-research-datasets/gap-coreference): every gold
+  row yields two binary decisions (is the pronoun coreferent with name A? with
   name B?) and precision / recall / F1 are computed on the positive class over
   all decisions, overall and per gender of the pronoun, with
-  ``bias = F1_feminine / F1_masculine``;
+  ``bias = F1_feminine / F1_masculine``. As in the official scorer, a gold row
+  the system gave no answer for counts BOTH of its decisions as false
+  negatives, whatever the gold labels (a missing row with gold
+  ``(False, False)`` is two false negatives, not two true negatives), and the
+  bias is undefined (NaN here, ``-`` there) unless both genders have a
+  non-zero F1. Scores are fractions in [0, 1] (the official scorecard prints
+  percentages);
 * PeTra's (Toshniwal et al., 2020) decision-threshold selection, which picks
   the threshold in ``{0.00, 0.01, ..., 0.99}`` maximising validation F1
   (other grids and comparisons in ``THRESHOLD_GRIDS``);
@@ -238,8 +245,12 @@ class GapScores:
 
     @property
     def bias(self) -> float:
-        """feminine_f1 / masculine_f1; NaN when masculine F1 is 0 (ratio undefined)."""
-        if self.masculine_f1 == 0:
+        """feminine_f1 / masculine_f1; NaN unless both F1 are non-zero.
+
+        The official scorer prints ``-`` for the bias when either gender's F1 is
+        0, not only when the ratio would divide by zero; NaN is that ``-``.
+        """
+        if self.masculine_f1 == 0 or self.feminine_f1 == 0:
             return float("nan")
         return self.feminine_f1 / self.masculine_f1
 
@@ -386,26 +397,35 @@ def _check_known_ids(table: _GoldTable, ids: Any, what: str) -> None:
         )
 
 
-def _decision_pair(example_id: str, value: Any) -> tuple[bool, bool]:
+def _decision_pair(example_id: str, value: Any) -> tuple[bool | None, bool | None]:
     pair = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else ()
     if len(pair) != 2 or not all(
-        isinstance(decision, (bool, np.bool_)) or decision in (0, 1) for decision in pair
+        decision is None or isinstance(decision, (bool, np.bool_)) or decision in (0, 1)
+        for decision in pair
     ):
         raise ValueError(
-            f"Prediction for {example_id!r} must be an (a_coref, b_coref) pair of booleans, "
-            f"got {value!r}."
+            f"Prediction for {example_id!r} must be an (a_coref, b_coref) pair of booleans "
+            f"(None for a decision the system did not make), got {value!r}."
         )
-    return bool(pair[0]), bool(pair[1])
+    return tuple(None if decision is None else bool(decision) for decision in pair)
 
 
-def _decision_array(table: _GoldTable, predictions: Mapping[str, Any]) -> np.ndarray:
-    """(rows, 2) predicted decisions; rows missing from predictions predict (False, False)."""
+def _decision_array(table: _GoldTable, predictions: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, 2) predicted decisions and the (rows, 2) mask of decisions the system made.
+
+    Decisions not made (rows missing from ``predictions``, or a None in a pair) are False in the
+    first array; `_confusion_counts` counts them as false negatives through the mask.
+    """
     _check_known_ids(table, predictions, "prediction")
-    # A missing row predicts nothing, so its gold positives become false negatives.
     decisions = np.zeros((table.num_rows, 2), dtype=bool)
+    answered = np.zeros((table.num_rows, 2), dtype=bool)
     for example_id, value in predictions.items():
-        decisions[table.row_of_id[example_id]] = _decision_pair(example_id, value)
-    return decisions
+        row = table.row_of_id[example_id]
+        for column, decision in enumerate(_decision_pair(example_id, value)):
+            if decision is not None:
+                decisions[row, column] = decision
+                answered[row, column] = True
+    return decisions, answered
 
 
 def _probability_array(
@@ -430,52 +450,72 @@ def _probability_array(
 
 
 def _confusion_counts(
-    decisions: np.ndarray, labels: np.ndarray
+    decisions: np.ndarray, labels: np.ndarray, answered: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """TP, FP, FN of decisions shaped (..., rows, 2), summed over the last two axes."""
+    """TP, FP, FN of decisions shaped (..., rows, 2), summed over the last two axes.
+
+    ``answered`` (broadcastable to ``decisions``) marks the decisions the system made; ``decisions``
+    must be False where it is False. The official scorer counts a decision the system did not make
+    as a false negative whatever its gold label ("Missing output for ..."), so an unanswered
+    gold-negative decision is a false negative too, not a true negative.
+    """
     axes = (-2, -1)
     true_positives = np.count_nonzero(decisions & labels, axis=axes)
     false_positives = np.count_nonzero(decisions & ~labels, axis=axes)
-    false_negatives = np.count_nonzero(~decisions & labels, axis=axes)
+    false_negatives = np.count_nonzero((~decisions & labels) | ~answered, axis=axes)
     return true_positives, false_positives, false_negatives
 
 
-def _binary_counts(decisions: np.ndarray, labels: np.ndarray) -> BinaryCounts:
-    true_positives, false_positives, false_negatives = _confusion_counts(decisions, labels)
+def _binary_counts(decisions: np.ndarray, labels: np.ndarray, answered: np.ndarray) -> BinaryCounts:
+    true_positives, false_positives, false_negatives = _confusion_counts(decisions, labels, answered)
     return BinaryCounts(int(true_positives), int(false_positives), int(false_negatives))
 
 
-def _scores_from_decisions(table: _GoldTable, decisions: np.ndarray) -> GapScores:
+def _scores_from_decisions(table: _GoldTable, decisions: np.ndarray, answered: np.ndarray) -> GapScores:
+    answered = np.broadcast_to(answered, decisions.shape)
     masculine_rows = ~table.is_feminine
     feminine_rows = table.is_feminine
-    masculine = _binary_counts(decisions[masculine_rows], table.labels[masculine_rows])
-    feminine = _binary_counts(decisions[feminine_rows], table.labels[feminine_rows])
+    masculine = _binary_counts(
+        decisions[masculine_rows], table.labels[masculine_rows], answered[masculine_rows]
+    )
+    feminine = _binary_counts(
+        decisions[feminine_rows], table.labels[feminine_rows], answered[feminine_rows]
+    )
     return GapScores(overall=masculine + feminine, masculine=masculine, feminine=feminine)
 
 
 def score_gap(gold: Sequence[GapGold], predictions: Mapping[str, tuple[bool, bool]]) -> GapScores:
-    """Scores binary GAP predictions with the official scorer's semantics.
+    """Scores binary GAP predictions, counting as the official ``gap_scorer.py`` does.
 
     Args:
         gold: Gold rows, e.g. from :func:`read_gap_gold`.
-        predictions: Maps a GAP id to its ``(a_coref, b_coref)`` decisions. Gold
-            rows missing here count as false negatives for their gold positives.
+        predictions: Maps a GAP id to its ``(a_coref, b_coref)`` decisions
+            (booleans or 0/1). A gold row missing here counts as TWO false
+            negatives whatever its gold labels, as in the official scorer (which
+            prints "Missing output for ..."); likewise a single decision given as
+            None counts as one false negative (the official scorer's reading of
+            an unparseable label).
 
     Returns:
-        Overall and per-gender counts with F1 and bias.
+        Overall and per-gender counts with F1 and bias (NaN unless both
+        genders' F1 are non-zero, the official scorer's ``-``).
 
     Raises:
         ValueError: On empty gold, duplicate gold ids, prediction ids not in
-            gold, or a prediction that is not a pair of booleans.
+            gold (the official scorer ignores those silently; here they are
+            most likely a split mix-up), or a prediction that is not a pair of
+            booleans.
 
     Example:
         >>> gold = [GapGold("t-1", "he", True, False), GapGold("t-2", "she", False, True)]
         >>> scores = score_gap(gold, {"t-1": (True, False), "t-2": (True, False)})
         >>> scores.masculine_f1, scores.feminine_f1
         (1.0, 0.0)
+        >>> score_gap(gold, {"t-1": (True, False)}).feminine  # t-2 missing: two false negatives
+        BinaryCounts(true_positives=0, false_positives=0, false_negatives=2)
     """
     table = _gold_table(gold)
-    return _scores_from_decisions(table, _decision_array(table, predictions))
+    return _scores_from_decisions(table, *_decision_array(table, predictions))
 
 
 def score_gap_probabilities(
@@ -488,6 +528,8 @@ def score_gap_probabilities(
     Args:
         gold: Gold rows.
         probabilities: Maps a GAP id to ``(p(A coref), p(B coref))`` in [0, 1].
+            A gold row missing here counts as two false negatives, as in
+            :func:`score_gap`.
         threshold: Probabilities ``>= threshold`` are predicted positive.
 
     Returns:
@@ -506,7 +548,7 @@ def score_gap_probabilities(
     table = _gold_table(gold)
     values, is_predicted = _probability_array(table, probabilities)
     decisions = (values >= threshold) & is_predicted[:, None]
-    return _scores_from_decisions(table, decisions)
+    return _scores_from_decisions(table, decisions, is_predicted[:, None])
 
 
 @dataclass(frozen=True, eq=False)
@@ -564,6 +606,8 @@ def sweep_threshold(
     Args:
         gold: Gold rows (normally the validation split).
         probabilities: Maps a GAP id to ``(p(A coref), p(B coref))`` in [0, 1].
+            A gold row missing here counts as two false negatives at every
+            threshold, as in :func:`score_gap`.
         thresholds: Candidates in [0, 1]; defaults to ``0.00, 0.01, ..., 0.99``.
             They are sorted and de-duplicated. ``threshold_grid(name)`` gives
             the named grids of ``THRESHOLD_GRIDS`` (e.g. the paper's 0.01..1.00).
@@ -593,15 +637,16 @@ def sweep_threshold(
         above = values[None, :, :] >= candidates[:, None, None]
     else:
         above = values[None, :, :] > candidates[:, None, None]
-    decisions = above & is_predicted[None, :, None]
-    f1 = _f1_array(*_confusion_counts(decisions, table.labels[None, :, :]))
+    answered = is_predicted[:, None]
+    decisions = above & answered[None, :, :]
+    f1 = _f1_array(*_confusion_counts(decisions, table.labels[None, :, :], answered[None, :, :]))
     best = int(np.argmax(f1))  # first maximum == smallest threshold, candidates are sorted
     return ThresholdSweep(
         thresholds=_read_only(candidates),
         f1=_read_only(f1),
         best_threshold=float(candidates[best]),
         best_f1=float(f1[best]),
-        best_scores=_scores_from_decisions(table, decisions[best]),
+        best_scores=_scores_from_decisions(table, decisions[best], answered),
         comparison=comparison,
     )
 

@@ -44,7 +44,8 @@ class CoreferencePipeline(Pipeline):
       memory found, each mention a dict with character ``start``, ``end`` and ``text`` into the input string (the
       string as given: decomposed accents, e.g. ``"Zoe\\u0301"``, stay in the mention of their letter). A
       token is a mention when the memory writes it to a cell (overwrite + coref) with at least
-      ``mention_threshold``; an overwrite starts a new entity in that cell, a coref joins the cell's entity.
+      ``mention_threshold`` (default: ``model.config.mention_threshold``, chosen on validation by
+      `train_on_conll`, else 0.5); an overwrite starts a new entity in that cell, a coref joins the cell's entity.
       With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`); it has a
       ``salience`` entry too when the model tracks salience (Referential Reader).
     * **query** (GAP-style): ``pipe(text, pronoun=(start, end), candidates=[(s1, e1), (s2, e2)])`` returns the
@@ -167,8 +168,10 @@ class CoreferencePipeline(Pipeline):
         return result
 
     def postprocess(
-        self, model_outputs: dict[str, Any], return_memory_log: bool = False, mention_threshold: float = 0.5
+        self, model_outputs: dict[str, Any], return_memory_log: bool = False, mention_threshold: float | None = None
     ) -> dict[str, Any]:
+        if mention_threshold is None:
+            mention_threshold = float(getattr(self.model.config, "mention_threshold", 0.5))
         text, offsets, query = model_outputs["text"], model_outputs["offsets"], model_outputs["query"]
         length = len(offsets)  # batched outputs are padded to the longest text of the batch
         log = {
@@ -399,19 +402,9 @@ def _clusters(
     mention_threshold: float,
 ) -> list[list[dict[str, Any]]]:
     """Entities from the memory log: overwrite starts an entity in a cell, coref joins the cell's entity."""
-    written = log["overwrite"] + log["coref"]
-    strength, cell = written.max(dim=-1)
-    entity_in_cell: dict[int, int] = {}
-    token_entity: list[int | None] = []
-    entities_started = 0
-    for token, (value, chosen) in enumerate(zip(strength.tolist(), cell.tolist())):
-        if special[token] or value < mention_threshold:
-            token_entity.append(None)
-            continue
-        if log["overwrite"][token, chosen] >= log["coref"][token, chosen] or chosen not in entity_in_cell:
-            entity_in_cell[chosen] = entities_started
-            entities_started += 1
-        token_entity.append(entity_in_cell[chosen])
+    strength = (log["overwrite"] + log["coref"]).max(dim=-1).values.tolist()
+    is_mention = [not special[token] and value >= mention_threshold for token, value in enumerate(strength)]
+    token_entity = token_entities(log["overwrite"], log["coref"], is_mention)
 
     clusters: dict[int, list[dict[str, Any]]] = {}
     # Mentions never share characters: a word whose pieces went to two entities (or to one entity in two runs) is
@@ -425,6 +418,32 @@ def _clusters(
         claimed_end = span[1]
         clusters.setdefault(entity, []).append(_mention(text, *span))
     return [mentions for mentions in clusters.values() if mentions]
+
+
+def token_entities(
+    overwrite_probs: torch.Tensor, coref_probs: torch.Tensor, is_mention: Sequence[bool]
+) -> list[int | None]:
+    """The entity (numbered 0, 1, ... in order of first mention) of every token the caller counts as a mention.
+
+    Each such token goes to the cell it writes most (overwrite + coref); it starts a new entity in that cell when
+    its overwrite is at least its coref there (or the cell holds no entity yet), else it joins the cell's entity.
+    Other tokens get None. `overwrite_probs` and `coref_probs` are `(tokens, cells)` of one document.
+    """
+    written = overwrite_probs + coref_probs
+    cells = written.argmax(dim=-1).tolist()
+    starts_entity = (overwrite_probs >= coref_probs).gather(-1, written.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    entity_in_cell: dict[int, int] = {}
+    entities: list[int | None] = []
+    entities_started = 0
+    for token, (chosen, starts) in enumerate(zip(cells, starts_entity.tolist())):
+        if not is_mention[token]:
+            entities.append(None)
+            continue
+        if starts or chosen not in entity_in_cell:
+            entity_in_cell[chosen] = entities_started
+            entities_started += 1
+        entities.append(entity_in_cell[chosen])
+    return entities
 
 
 def _runs(token_entity: list[int | None]):

@@ -1,0 +1,329 @@
+"""Training and evaluation of the coreference memory models on whole CoNLL-2012 documents (LitBank) with `Trainer`.
+
+`train_on_conll` is `train_on_gap` for corpora that annotate every mention of every entity:
+
+* training rows are chunks of at most `chunk_length` tokens with dense supervision (`conll_coreference_examples`:
+  self, positive and negative link pairs and the mention-detection targets), features of the frozen encoder cached
+  once;
+* evaluation reads every validation document whole (the model encodes it in windows and its memory runs over the
+  whole document), turns the memory log into clusters (`clusters_from_memory_log`) and scores them with the
+  CoNLL-2012 metrics (`score_coreference`, singletons kept, as LitBank is scored); the mention threshold is swept
+  on the validation documents, and the best epoch is the one with the best CoNLL F1 there;
+* the chosen threshold is stored in `config.mention_threshold` (the pipeline's default) and the scores in
+  `config.evaluation_results` (the model card); `report_source` documents are scored once, at that threshold.
+
+Example:
+
+```python
+>>> result = train_on_conll(model, tokenizer, train_books, selection_books, "runs/petra-litbank")  # doctest: +SKIP
+>>> result.validation_metrics["conll_f1"], result.report_metrics["conll_f1"]  # doctest: +SKIP
+
+```
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import EarlyStoppingCallback, EvalPrediction, Trainer
+from transformers.utils import logging
+
+from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_processes_connected
+from .collator import CoreferenceCollator
+from .conll import CorefDocument, read_conll_coreference
+from .conll_examples import clusters_from_memory_log, conll_coreference_examples
+from .conll_metrics import score_coreference
+from .features import cache_encoder_features, uses_frozen_encoder
+from .training import gap_training_arguments, gap_training_recipe
+
+logger = logging.get_logger(__name__)
+
+__all__ = [
+    "ConllMetrics",
+    "ConllTrainingResult",
+    "MENTION_THRESHOLDS",
+    "conll_evaluation_trainer",
+    "evaluate_conll",
+    "keep_memory_decisions",
+    "mention_scores",
+    "predict_conll_clusters",
+    "train_on_conll",
+]
+
+# Mention thresholds swept on the validation documents.
+MENTION_THRESHOLDS = tuple(round(value, 2) for value in np.arange(0.05, 1.0, 0.05))
+# Model outputs the clusters do not need: left out of evaluation so that Trainer gathers only the memory decisions.
+_OUTPUTS_NOT_NEEDED = [
+    "candidate_scores",
+    "entity_probs",
+    "reference_probs",
+    "usage",
+    "memory",
+    "salience",
+    "memory_gate",
+    "coref_loss",
+    "entity_loss",
+    "mention_loss",
+    "lm_loss",
+]
+
+
+def keep_memory_decisions(logits: Any, labels: Any) -> torch.Tensor:
+    """`preprocess_logits_for_metrics`: per token, the cell written most and its overwrite and coref, `(B, T, 3)`.
+
+    All the cluster decoding reads (`token_entities`), at a tenth of the memory log's size for 10 cells.
+    """
+    overwrite, coref = logits[0], logits[1]
+    cell = (overwrite + coref).argmax(dim=-1, keepdim=True)
+    return torch.cat([cell.to(overwrite.dtype), overwrite.gather(-1, cell), coref.gather(-1, cell)], dim=-1)
+
+
+def _log_from_decisions(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A memory log with only the written cell of every token filled (what `keep_memory_decisions` kept)."""
+    cells = decisions[:, 0].astype(np.int64)
+    width = int(cells.max(initial=0)) + 1
+    overwrite = np.zeros((len(decisions), width), dtype=np.float32)
+    coref = np.zeros_like(overwrite)
+    rows = np.arange(len(decisions))
+    overwrite[rows, cells] = decisions[:, 1]
+    coref[rows, cells] = decisions[:, 2]
+    return overwrite, coref
+
+
+class ConllMetrics:
+    """`compute_metrics` for whole-document coreference: CoNLL-2012 scores of the clusters the memory found.
+
+    The evaluation rows must be whole documents (`conll_coreference_examples(..., chunk_length=None)`), in order.
+    With `threshold=None` the mention threshold is swept over `MENTION_THRESHOLDS` and the best CoNLL F1 reported
+    with its threshold; with a number, only that threshold is scored (a report set).
+
+    Reported (percent): ``conll_f1``, ``muc_f1``, ``bcub_f1``, ``ceafe_f1``, ``lea_f1``, ``mention_f1`` /
+    ``mention_recall`` / ``mention_precision`` (exact spans) with the model's own mentions; ``gold_conll_f1`` with
+    the gold mentions clustered by the model; ``mention_threshold``.
+    """
+
+    def __init__(
+        self, documents: Sequence[CorefDocument], word_ids: Sequence[Sequence[int]], threshold: float | None = None
+    ):
+        if len(documents) != len(word_ids):
+            raise ValueError(f"Got {len(word_ids)} evaluation rows for {len(documents)} documents; one row each.")
+        self.documents = list(documents)
+        self.word_ids = [list(ids) for ids in word_ids]
+        self.threshold = threshold
+
+    def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
+        return self.score(prediction.predictions)
+
+    def score(self, decisions: Any) -> dict[str, float]:
+        """Metrics of the per-token decisions `(documents, tokens, 3)` (`keep_memory_decisions`, padded)."""
+        logs = self._logs(decisions)
+        thresholds = MENTION_THRESHOLDS if self.threshold is None else (self.threshold,)
+        best: dict[str, float] | None = None
+        for threshold in thresholds:
+            responses = [
+                clusters_from_memory_log(document, ids, *log, mention_threshold=threshold)
+                for document, ids, log in zip(self.documents, self.word_ids, logs)
+            ]
+            metrics = _summary(score_coreference(self.documents, responses))
+            metrics.update(mention_scores(self.documents, responses))
+            metrics["mention_threshold"] = float(threshold)
+            if best is None or metrics["conll_f1"] > best["conll_f1"]:
+                best = metrics
+        gold = [
+            clusters_from_memory_log(document, ids, *log, gold_mentions=True)
+            for document, ids, log in zip(self.documents, self.word_ids, logs)
+        ]
+        best["gold_conll_f1"] = score_coreference(self.documents, gold)["conll_f1"]
+        return best
+
+    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        decisions = np.asarray(decisions[0] if isinstance(decisions, (tuple, list)) else decisions)
+        if decisions.ndim != 3 or decisions.shape[0] != len(self.documents):
+            raise ValueError(
+                f"Expected decisions of shape ({len(self.documents)}, tokens, 3), got {decisions.shape}; evaluate "
+                "on whole documents, in the order of the documents given to ConllMetrics."
+            )
+        logs = []
+        for row, ids in enumerate(self.word_ids):
+            if decisions.shape[1] < len(ids):
+                raise ValueError(f"Row {row} has {decisions.shape[1]} token decisions for {len(ids)} tokens.")
+            logs.append(_log_from_decisions(decisions[row, : len(ids)]))
+        return logs
+
+
+def _summary(scores: dict[str, Any]) -> dict[str, float]:
+    summary = {"conll_f1": float(scores["conll_f1"])}
+    for metric in ("muc", "bcub", "ceafe", "lea"):
+        summary[f"{metric}_f1"] = float(scores[metric]["f1"])
+    return summary
+
+
+def mention_scores(key: Sequence[CorefDocument], response: Sequence[CorefDocument]) -> dict[str, float]:
+    """Mention detection, exact spans, over all documents (percent): ``mention_recall``, ``_precision``, ``_f1``."""
+    gold = {(d.name, d.part, first, last) for d in key for first, last, _ in d.mentions}
+    found = {(d.name, d.part, first, last) for d in response for first, last, _ in d.mentions}
+    correct = len(gold & found)
+    recall = 100.0 * correct / len(gold) if gold else 0.0
+    precision = 100.0 * correct / len(found) if found else 0.0
+    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
+    return {"mention_recall": recall, "mention_precision": precision, "mention_f1": f1}
+
+
+@dataclass
+class ConllTrainingResult:
+    """What `train_on_conll` measured: the trainer (best epoch loaded) and the metrics of `ConllMetrics`."""
+
+    trainer: Trainer
+    validation_metrics: dict[str, float]
+    report_metrics: dict[str, float] | None = None
+    epoch_seconds: list[float] = field(default_factory=list)
+
+
+def _documents(source: str | os.PathLike | Sequence[Any]) -> list[CorefDocument]:
+    if isinstance(source, (str, os.PathLike)):
+        return read_conll_coreference(source)
+    if isinstance(source, Sequence) and source and all(isinstance(item, CorefDocument) for item in source):
+        return list(source)
+    if isinstance(source, Sequence) and source and all(isinstance(item, (str, Path)) for item in source):
+        return read_conll_coreference(source)
+    raise TypeError(
+        "Pass CoNLL documents as a file, a folder, a list of paths or a non-empty list of CorefDocument, got "
+        f"{type(source).__name__}."
+    )
+
+
+def _model_inputs(model, rows, cache_dir, args):
+    if not uses_frozen_encoder(model):
+        return rows
+    with args.main_process_first(desc="encoder features"):
+        return cache_encoder_features(model, rows.remove_columns(["document_index", "word_ids"]), cache_dir=cache_dir)
+
+
+def predict_conll_clusters(
+    trainer: Trainer, documents: Sequence[CorefDocument], tokenizer: Any, cache_dir: str | None = None
+) -> tuple[Any, list[list[int]]]:
+    """Per-token memory decisions (`keep_memory_decisions`, the trainer's `preprocess_logits_for_metrics`) of the
+    trainer's model on whole documents, and the word of every token."""
+    rows = conll_coreference_examples(documents, tokenizer)
+    inputs = _model_inputs(trainer.model, rows, cache_dir, trainer.args)
+    compute_metrics, trainer.compute_metrics = trainer.compute_metrics, None
+    try:
+        prediction = trainer.predict(inputs, ignore_keys=_OUTPUTS_NOT_NEEDED)
+    finally:
+        trainer.compute_metrics = compute_metrics
+    return prediction.predictions, rows["word_ids"]
+
+
+def train_on_conll(
+    model,
+    tokenizer,
+    train_source,
+    validation_source,
+    output_dir: str | os.PathLike,
+    cache_dir: str | os.PathLike | None = None,
+    chunk_length: int | None = 512,
+    negatives_per_mention: int = 5,
+    early_stopping_patience: int | None = 5,
+    dataset: str = "litbank",
+    dataset_name: str | None = "LitBank",
+    report_source=None,
+    report_split: str = "test",
+    recipe: str | None = None,
+    **training_overrides,
+) -> ConllTrainingResult:
+    """Train a coreference memory model on CoNLL-2012 documents with the stock Trainer; select on validation.
+
+    Args:
+        model: e.g. `PetraForCoreference.from_encoder(...)` (or a GAP-trained checkpoint to fine-tune).
+        tokenizer: The encoder's fast tokenizer.
+        train_source / validation_source: CoNLL files, folders, lists of them, or lists of `CorefDocument`.
+        output_dir: Trainer output folder (checkpoints).
+        cache_dir: Folder for cached encoder features (None keeps them in memory).
+        chunk_length: Tokens per training row (None: whole documents). Validation always reads whole documents.
+        negatives_per_mention: Earlier other-entity mentions each mention is paired with as a negative.
+        early_stopping_patience: Epochs without a better validation CoNLL F1 before stopping.
+        dataset / dataset_name: Id and display name the scores are recorded under (model card).
+        report_source: Documents scored once, at the threshold and epoch chosen on validation.
+        report_split: Split name of the report scores in `config.evaluation_results`.
+        recipe: Optimisation recipe of `GAP_TRAINING_RECIPES` (None: the model's own).
+        **training_overrides: Any `TrainingArguments` field, e.g. `num_train_epochs=5`.
+    """
+    train_documents, validation_documents = _documents(train_source), _documents(validation_source)
+    train_rows = conll_coreference_examples(train_documents, tokenizer, chunk_length, negatives_per_mention)
+    validation_rows = conll_coreference_examples(validation_documents, tokenizer, None, negatives_per_mention)
+    values = dict(
+        metric_for_best_model="conll_f1",
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=4,
+        num_train_epochs=20,
+    )
+    values.update(training_overrides)
+    args = gap_training_arguments(str(output_dir), recipe or gap_training_recipe(model), **values)
+    model.to(args.device)
+    train_inputs = _model_inputs(model, train_rows, cache_dir, args)
+    validation_inputs = _model_inputs(model, validation_rows, cache_dir, args)
+    check_processes_connected(args)
+    timer = EpochTimerCallback()
+    callbacks = [GumbelTemperatureCallback(), timer]
+    if early_stopping_patience is not None:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=early_stopping_patience))
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_inputs,
+        eval_dataset=validation_inputs,
+        data_collator=CoreferenceCollator(pad_token_id=tokenizer.pad_token_id or 0),
+        compute_metrics=ConllMetrics(validation_documents, validation_rows["word_ids"]),
+        preprocess_logits_for_metrics=keep_memory_decisions,
+        callbacks=callbacks,
+    )
+    trainer.train(ignore_keys_for_eval=_OUTPUTS_NOT_NEEDED)
+    validation_metrics = evaluate_conll(trainer, validation_documents, tokenizer, cache_dir=cache_dir)
+    model.config.mention_threshold = validation_metrics["mention_threshold"]
+    _record_conll_scores(model.config, validation_metrics, dataset, dataset_name, "validation")
+    report_metrics = None
+    if report_source is not None:
+        report_metrics = evaluate_conll(
+            trainer, _documents(report_source), tokenizer, validation_metrics["mention_threshold"], cache_dir
+        )
+        _record_conll_scores(model.config, report_metrics, dataset, dataset_name, report_split)
+    return ConllTrainingResult(trainer, validation_metrics, report_metrics, timer.epoch_seconds)
+
+
+def conll_evaluation_trainer(model, tokenizer: Any, output_dir: str | os.PathLike, batch_size: int = 4) -> Trainer:
+    """A `Trainer` that only predicts, wired like `train_on_conll`'s, for evaluating a trained checkpoint."""
+    args = gap_training_arguments(str(output_dir), gap_training_recipe(model), per_device_eval_batch_size=batch_size)
+    return Trainer(
+        model=model,
+        args=args,
+        data_collator=CoreferenceCollator(pad_token_id=tokenizer.pad_token_id or 0),
+        preprocess_logits_for_metrics=keep_memory_decisions,
+    )
+
+
+def evaluate_conll(
+    trainer: Trainer,
+    documents: Sequence[CorefDocument],
+    tokenizer: Any,
+    mention_threshold: float | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> dict[str, float]:
+    """`ConllMetrics` of the trainer's model on whole documents (threshold swept when `mention_threshold` is None)."""
+    decisions, word_ids = predict_conll_clusters(trainer, documents, tokenizer, cache_dir)
+    return ConllMetrics(documents, word_ids, mention_threshold).score(decisions)
+
+
+def _record_conll_scores(config, metrics: dict[str, float], dataset: str, dataset_name: str | None, split: str):
+    if not hasattr(config, "record_evaluation"):
+        return
+    for metric in ("conll_f1", "gold_conll_f1", "mention_f1"):
+        config.record_evaluation(
+            "coreference", dataset, split, metric, float(metrics[metric]),
+            threshold=float(metrics["mention_threshold"]), dataset_name=dataset_name,
+        )  # fmt: skip
