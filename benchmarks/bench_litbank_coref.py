@@ -28,6 +28,7 @@ from hf_entity_models import PetraForCoreference, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import read_conll_coreference
 from hf_entity_models.tasks.coreference.conll_metrics import score_coreference
 from hf_entity_models.tasks.coreference.conll_training import (
+    CONLL_CONFIG_DEFAULTS,
     conll_evaluation_trainer,
     evaluate_conll,
     mention_scores,
@@ -105,8 +106,10 @@ def zero_shot_row(args, split, tokenizer) -> dict:
 def trained_row(args, split, tokenizer, seed: int, tag: str) -> dict:
     set_seed(seed)
     overrides = {field: ast.literal_eval(value) for field, value in (item.split("=", 1) for item in args.set)}
-    kwargs = {"encoder_layers": [-4, -3, -2, -1]} if args.model == "petra" else {}
-    model = MODELS[args.model].from_encoder(ENCODER, **{**kwargs, **overrides})
+    defaults = dict(CONLL_CONFIG_DEFAULTS[args.model])
+    if args.model == "petra":
+        defaults["encoder_layers"] = [-4, -3, -2, -1]  # as on GAP (bench_gap_quality.py)
+    model = MODELS[args.model].from_encoder(ENCODER, **{**defaults, **overrides})
     start = time.time()
     with tempfile.TemporaryDirectory() as folder:
         result = train_on_conll(

@@ -346,8 +346,8 @@ def _broken_conll(folder: Path) -> Path:
         (lambda d: ["evaluate", d["lm"], "--lambada-limit", 2, "--conll", d["books"]], "--lambada-limit applies to"),
         (lambda d: ["evaluate", d["lm"], "--conll", d["books"], "--max-length", 96],
          "--max-length only apply to question-answering checkpoints"),
-        (lambda d: ["evaluate", d["petra"], "--conll", d["books"]],
-         "--conll only apply to language-model checkpoints (GPT2E, GPT-2), but"),
+        (lambda d: ["evaluate", d["petra"], "--conll", d["books"], "--window-length", 32],
+         "--window-length only apply to language-model checkpoints (GPT2E, GPT-2), but"),
         (lambda d: ["evaluate", d["petra"]], "give the DATA_FILE to score"),
         (lambda d: ["predict", d["lm"], "--text", PROMPT], "is a language model (GPT2EForCausalLM): give it a text"),
         (lambda d: ["predict", d["lm"], "--prompt", "  "], "--prompt is empty"),
@@ -387,12 +387,12 @@ def test_bad_input_is_one_line_and_a_non_zero_status(
 @pytest.mark.parametrize(
     "argv, option",
     [
-        (["petra", "--conll", "books", "--synthetic", 8], "--conll"),
+        (["petra", "--tokenizer", "tok", "--synthetic", 8], "--tokenizer"),
         (["forcereader", "--squad", "train.json", "--window-length", 64], "--window-length"),
         (["gpt2e", "--conll", "books", "--squad", "train.json"], "--squad"),
         (["gpt2e", "--conll", "books", "--encoder", "encoder", "--dropout", 0.1], "--encoder encoder --dropout 0.1"),
     ],
-    ids=["conll-for-petra", "lm-option-for-forcereader", "squad-for-gpt2e", "encoder-for-gpt2e"],
+    ids=["tokenizer-for-petra", "lm-option-for-forcereader", "squad-for-gpt2e", "encoder-for-gpt2e"],
 )
 def test_options_of_other_models_are_bad_usage(argv, option, tmp_path, capsys):
     status, out, err = run_cli(capsys, "train", *argv, "--output-dir", tmp_path / "out")

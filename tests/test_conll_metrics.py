@@ -275,7 +275,8 @@ def scores_from_counts(counts: dict[str, np.ndarray]) -> dict[str, list[float]]:
     for metric in CONLL_METRICS:
         if metric == "blanc":
             both_c, key_c, _, response_c, both_n, key_n, _, response_n = counts[metric]
-            rc, pc, rn, pn = ratio(both_c, key_c), ratio(both_c, response_c), ratio(both_n, key_n), ratio(both_n, response_n)
+            rc, pc = ratio(both_c, key_c), ratio(both_c, response_c)
+            rn, pn = ratio(both_n, key_n), ratio(both_n, response_n)
             if key_c == 0 and key_n == 0:
                 scores[metric] = [0.0, 0.0, 0.0]
             elif key_c == 0:
@@ -330,7 +331,11 @@ def random_document(rng: random.Random, name: str, num_words: int, base: CorefDo
         clash = any(
             c == cluster
             and (s, e) != (start, end)
-            and ((s < start <= e < end) or (start < s <= end < e) or (start < end and s < e and (e == start or end == s)))
+            and (
+                (s < start <= e < end)  # crossing
+                or (start < s <= end < e)
+                or (start < end and s < e and (e == start or end == s))  # "N)|(N", which the Perl misreads
+            )
             for s, e, c in kept
         )
         if not clash:
@@ -487,8 +492,9 @@ def test_repeated_response_mentions_are_dropped_up_to_the_reference_limit():
     repeated = score_coreference(key, doc([(0, 0, 1), (4, 4, 1), (2, 2, 2), (4, 4, 2)]))
     assert repeated == once
     # More than MAX_REPEATED_RESPONSE_MENTIONS repeats over the corpus: the reference scorer refuses to score.
-    documents = [doc([(0, 0, 1), (4, 4, 1)], name=f"d{i}") for i in range(MAX_REPEATED_RESPONSE_MENTIONS + 1)]
-    responses = [doc([(0, 0, 1), (4, 4, 1), (4, 4, 2)], name=f"d{i}") for i in range(MAX_REPEATED_RESPONSE_MENTIONS + 1)]
+    count = MAX_REPEATED_RESPONSE_MENTIONS + 1
+    documents = [doc([(0, 0, 1), (4, 4, 1)], name=f"d{i}") for i in range(count)]
+    responses = [doc([(0, 0, 1), (4, 4, 1), (4, 4, 2)], name=f"d{i}") for i in range(count)]
     score_coreference(documents[:-1], responses[:-1])
     with pytest.raises(ValueError, match=r"repeats 11 mentions of the key .* more than the 10"):
         score_coreference(documents, responses)

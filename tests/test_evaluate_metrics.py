@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from hf_entity_models.metrics import METRICS_DIR, available_metrics, load, metric_path
 from hf_entity_models.tasks.coreference import load_gap
+from hf_entity_models.tasks.coreference import CorefDocument, score_coreference
 from hf_entity_models.tasks.coreference.metrics import read_gap_gold, score_gap
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -51,11 +52,11 @@ def gold(pronoun: str, a: bool, b: bool) -> dict:
 
 # ------------------------------------------------------------------------------------------------ layout and loading
 def test_the_metrics_are_found_by_name():
-    assert {"gap", "perplexity"} <= set(available_metrics())
+    assert {"coreference", "gap", "perplexity"} <= set(available_metrics())
     for name in available_metrics():
         path = Path(metric_path(name))
         assert path.is_absolute() and path.is_dir() and path.parent == METRICS_DIR
-    with pytest.raises(ValueError, match=r"No metric named 'bleu'.*\['gap', 'perplexity'"):
+    with pytest.raises(ValueError, match=r"No metric named 'bleu'.*\[.*'gap', 'perplexity'"):
         metric_path("bleu")
 
 
@@ -158,7 +159,7 @@ def test_gap_scores_a_hand_made_case(gap):
         "bias": 5 / 3,
     }
     assert list(results) == GAP_KEYS
-    assert results == pytest.approx(expected)
+    assert results == pytest.approx(expected)  # the bias ratio is computed from rounded F1s: last-digit differences
 
     # The same rows one at a time, and in two batches, give the same scores.
     for prediction, reference in zip(predictions, references):
@@ -298,3 +299,71 @@ def test_perplexity_from_the_documented_recipe_equals_exp_of_the_corpus_cross_en
 def test_perplexity_refuses_bad_input_with_a_clear_error(perplexity, inputs, message):
     with pytest.raises(ValueError, match=message):
         perplexity.compute(**inputs)
+
+
+# ------------------------------------------------------------------------------------------------ coreference (CoNLL)
+REFERENCE_SCORER_FILES = Path(__file__).resolve().parent / "fixtures" / "reference_scorer"
+
+
+@pytest.fixture
+def coreference():
+    return evaluate.load(metric_path("coreference"))
+
+
+def test_coreference_scores_a_hand_made_case(coreference):
+    # Document 0: key {0, 4} {2, 7}, response {0, 4, 7}. MUC: 2 key links, 2 response links, 1 correct -> 50/50.
+    # Document 1: key {(1, 2)}, a singleton; response empty -> costs B-cubed recall, not MUC.
+    results = coreference.compute(
+        predictions=[[[[0, 0], [4, 4], [7, 7]]], []],
+        references=[[[[0, 0], [4, 4]], [[2, 2], [7, 7]]], [[[1, 2]]]],
+    )
+    assert results["muc"] == {"recall": 50.0, "precision": 50.0, "f1": 50.0}
+    # B-cubed recall over 5 key mentions: 1 + 1 + 0 + 1/2 + 0 = 2.5.
+    assert results["bcub"]["recall"] == pytest.approx(50.0)
+    words = ["_"] * 8
+    expected = score_coreference(
+        [
+            CorefDocument("k0", 0, words, [(0, 0, 0), (4, 4, 0), (2, 2, 1), (7, 7, 1)]),
+            CorefDocument("k1", 0, words, [(1, 2, 0)]),
+        ],
+        [CorefDocument("k0", 0, words, [(0, 0, 0), (4, 4, 0), (7, 7, 0)])],
+    )
+    assert results == expected
+    without = coreference.compute(predictions=[[], [[[0, 0]]]], references=[[], [[[0, 0]]]], keep_singletons=False)
+    assert without["muc"]["f1"] == 0.0 and without["bcub"]["f1"] == 0.0
+
+
+def test_coreference_adds_documents_one_by_one_and_in_batches(coreference):
+    coreference.add(prediction=[[[0, 0], [3, 4]]], reference=[[[0, 0], [3, 4]]])
+    coreference.add_batch(predictions=[[], [[[1, 1], [2, 2]]]], references=[[[[5, 5], [6, 6]]], [[[1, 1], [2, 2]]]])
+    results = coreference.compute()
+    assert results["muc"] == {"recall": pytest.approx(200 / 3), "precision": 100.0, "f1": 80.0}
+
+
+def test_coreference_reads_conll_files_as_the_scorer_does():
+    files = evaluate.load(metric_path("coreference"), "conll_files")
+    key, response = REFERENCE_SCORER_FILES / "TC-A.key", REFERENCE_SCORER_FILES / "TC-A-4.response"
+    results = files.compute(predictions=[str(response)], references=[str(key)])
+    assert results == score_coreference(key, response)
+    # The reference scorer's test case A4: MUC (1/3, 1/3), CEAF-e (0.73333, 0.55).
+    assert results["muc"]["f1"] == pytest.approx(100 / 3)
+    assert results["ceafe"]["recall"] == pytest.approx(73.333, abs=1e-3)
+    with pytest.raises(ValueError, match="Unknown configuration 'bcub'"):
+        evaluate.load(metric_path("coreference"), "bcub")
+
+
+@pytest.mark.parametrize(
+    ("predictions", "references", "message"),
+    [
+        ([[]], [[], []], r"Mismatch in the number of predictions \(1\) and references \(2\)"),
+        ([[[[0, 1, 2]]]], [[]], r"predictions\[0\]\[0\]\[0\] must be a mention \[first_word, last_word\]"),
+        ([[[[3, 1]]]], [[]], r"need 0 <= first_word <= last_word"),
+        ([[[["a", "b"]]]], [[]], r"two ints"),
+        (["clusters"], [[]], r"predictions\[0\] must be a list of clusters"),
+        ([[5]], [[]], r"predictions\[0\]\[0\] must be a cluster"),
+        ([], [], r"No documents to score"),
+    ],
+)
+def test_coreference_refuses_bad_input_with_a_clear_error(coreference, predictions, references, message):
+    with pytest.raises(ValueError, match=message):
+        coreference.compute(predictions=predictions, references=references)

@@ -1,5 +1,6 @@
 """``hf-entity train petra`` and ``hf-entity train refreader``: the coreference models (PeTra, Referential Reader)
-on GAP-format data or the built-in people-and-pronouns corpus; and the GAP scoring that ``evaluate`` shares.
+on GAP-format data, the built-in people-and-pronouns corpus, or whole CoNLL-2012 documents (``--conll``, e.g.
+LitBank); and the GAP scoring that ``evaluate`` shares.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import load_checkpoint, load_model, saved_tokenizer, stored_config
-from .common import HUB_ID, CliError, positive_int
+from .common import HUB_ID, CliError, given_options, listing, positive_int
 from .training import (
     add_config_overrides_option,
     add_encoder_option,
@@ -18,6 +19,7 @@ from .training import (
     check_config_fields,
     check_train_outputs,
     encoder_location,
+    is_main_process,
     main_process_work,
     refuse_fields,
     save_checkpoint,
@@ -27,18 +29,30 @@ from .training import (
 MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader"}
 # What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
 SYNTHETIC_VALIDATION_SHARE = 4
+# Schedule defaults that depend on the data: GAP rows, or chunks of CoNLL documents (`train_on_conll`'s own defaults:
+# a chunk holds up to 512 tokens, and a CoNLL epoch, which reads every validation document whole, is long).
+GAP_BATCH_SIZE, CONLL_BATCH_SIZE = 32, 16
+GAP_PATIENCE, CONLL_PATIENCE = 15, 5
+CONLL_CHUNK_LENGTH = 512
+# Without --validation, the last tenth of the --conll documents (at least one) is held out for selection.
+CONLL_HELD_OUT_SHARE = 10
+# Options of GAP-format or built-in data that training on --conll does not read (argparse destination -> option).
+_GAP_DATA_OPTIONS = {"synthetic_validation": "--synthetic-validation", "max_train_rows": "--max-train-rows"}
 # Fields of the incremental reader that come from the tokenizer, and fields that only the encoder mode reads.
 _TOKENIZER_FIELDS = ("vocab_size", "pad_token_id")
 _ENCODER_FIELDS = ("encoder_layers", "encoder_window_size", "encoder_window_overlap")
 _DESCRIPTIONS = {
     "petra": "Train PeTra (people tracking with a fixed memory) on GAP-format data, tune the decision threshold on "
-    "validation and save model, tokenizer and model card to --output-dir. PeTra reads the features of a frozen "
-    "pretrained encoder (--encoder).",
+    "validation and save model, tokenizer and model card to --output-dir. With --conll it learns whole-document "
+    "coreference from CoNLL-2012 files (e.g. LitBank) instead, selected by CoNLL F1 with a tuned mention threshold. "
+    "PeTra reads the features of a frozen pretrained encoder (--encoder).",
     "refreader": "Train the Referential Reader on GAP-format data, tune the decision threshold on validation and "
-    "save model, tokenizer and model card to --output-dir. It reads the features of a frozen encoder (--encoder), "
-    "or its own word embeddings (--incremental), and can start from a saved checkpoint such as a "
-    "language-model-pretrained RefReaderForCausalLM (--init-from).",
+    "save model, tokenizer and model card to --output-dir. With --conll it learns whole-document coreference from "
+    "CoNLL-2012 files (e.g. LitBank) instead, selected by CoNLL F1 with a tuned mention threshold. It reads the "
+    "features of a frozen encoder (--encoder), or its own word embeddings (--incremental), and can start from a "
+    "saved checkpoint such as a language-model-pretrained RefReaderForCausalLM (--init-from).",
 }
+_CONLL_EXAMPLE = "--conll litbank/conll --epochs 10 --output-dir runs/{model}-litbank"
 _EXAMPLES = {
     "petra": "hf-entity train petra --synthetic 1200 --epochs 5 --output-dir runs/petra-people",
     "refreader": "hf-entity train refreader --incremental --init-from runs/refreader-lm --train gap-development.tsv "
@@ -56,12 +70,20 @@ def add_train_parsers(models: argparse._SubParsersAction) -> None:
 def _add_train_parser(models: argparse._SubParsersAction, model: str) -> None:
     name = MODEL_NAMES[model]
     parser = models.add_parser(
-        model, help=f"{name}: pronoun coreference on GAP-format data (or the built-in corpus)",
-        description=_DESCRIPTIONS[model], epilog=f"Example: {_EXAMPLES[model]}",
+        model, help=f"{name}: pronoun coreference on GAP-format data (or the built-in corpus), or whole-document "
+        "coreference on CoNLL-2012 files",
+        description=_DESCRIPTIONS[model],
+        epilog=f"Examples: {_EXAMPLES[model]}; hf-entity train {model} {_CONLL_EXAMPLE.format(model=model)}",
     )
-    data = parser.add_argument_group("data (either --train and --validation, or --synthetic)")
+    data = parser.add_argument_group(
+        "data (either --train and --validation, --synthetic, or --conll with an optional --validation)"
+    )
     data.add_argument("--train", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the training rows")
-    data.add_argument("--validation", metavar="PATH_OR_ID", help="GAP TSV file or Hub dataset id of the validation rows")
+    data.add_argument(
+        "--validation", metavar="PATH_OR_ID",
+        help="GAP TSV file or Hub dataset id of the validation rows; with --conll, a CoNLL-2012 file or folder of "
+        "validation documents (none may also be a training document)",
+    )
     data.add_argument("--train-split", default="train", help="split of a Hub training dataset (default: train)")
     data.add_argument(
         "--validation-split", default="validation", help="split of a Hub validation dataset (default: validation)"
@@ -76,6 +98,18 @@ def _add_train_parser(models: argparse._SubParsersAction, model: str) -> None:
         "--validation",
     )
     data.add_argument("--max-train-rows", type=positive_int, help="train on the first rows only")
+    data.add_argument(
+        "--conll", metavar="PATH",
+        help="train on whole-document coreference instead: a CoNLL-2012 file or folder of them (e.g. LitBank's conll "
+        "folder), every mention of every entity. The epoch and the mention threshold are chosen by CoNLL F1 on "
+        f"--validation, or, without it, on the last {100 // CONLL_HELD_OUT_SHARE}%% of these documents (at least one; "
+        "their names are printed), held out from training",
+    )
+    data.add_argument(
+        "--chunk-length", type=positive_int, metavar="N",
+        help=f"with --conll: tokens per training chunk (default: {CONLL_CHUNK_LENGTH}); validation documents are "
+        "read whole",
+    )
 
     architecture = parser.add_argument_group("model")
     add_encoder_option(
@@ -109,10 +143,12 @@ def _add_train_parser(models: argparse._SubParsersAction, model: str) -> None:
     add_config_overrides_option(architecture, config_name, '{"encoder_layers": [-2, -1]}')
 
     training = parser.add_argument_group("training")
-    add_schedule_options(training, epochs=20.0, batch_size=32, learning_rate=1e-3)
+    add_schedule_options(training, epochs=20.0, batch_size=GAP_BATCH_SIZE, learning_rate=1e-3)
+    _data_dependent_batch_size(training)
     training.add_argument(
-        "--early-stopping-patience", type=positive_int, default=15,
-        help="epochs without validation improvement before stopping (default: 15)",
+        "--early-stopping-patience", type=positive_int,
+        help=f"epochs without validation improvement before stopping (default: {GAP_PATIENCE}; {CONLL_PATIENCE} with "
+        "--conll, whose epochs are longer)",
     )
     training.add_argument(
         "--cache-dir", help="folder for cached encoder features (reused by later runs"
@@ -120,6 +156,17 @@ def _add_train_parser(models: argparse._SubParsersAction, model: str) -> None:
     )
     add_output_options(parser, "training and encoding the features")
     parser.set_defaults(handler=run_train, model=model, command_name=f"train {model}")
+
+
+def _data_dependent_batch_size(group: argparse._ArgumentGroup) -> None:
+    """--batch-size defaults to None, so that a run can tell a given size from the default of its data (GAP rows or
+    CoNLL chunks)."""
+    action = next(action for action in group._group_actions if action.dest == "batch_size")
+    action.default = None
+    action.help = (
+        f"rows per batch and process (default: {GAP_BATCH_SIZE} GAP rows; {CONLL_BATCH_SIZE} chunks of "
+        "--chunk-length tokens with --conll)"
+    )
 
 
 # --------------------------------------------------------------------------------------------------- train
@@ -141,6 +188,10 @@ def run_train(args: argparse.Namespace) -> int:
 
     from ..tasks.coreference import gap_gold, score_gap, train_on_gap
 
+    if args.conll is not None:
+        return run_train_conll(args)
+    if args.chunk_length is not None:
+        raise CliError("--chunk-length applies to --conll documents; add --conll PATH or drop it.")
     check_train_outputs(args, [("--train", args.train), ("--validation", args.validation),
                                ("--encoder", args.encoder), ("--init-from", args.init_from)])
     overrides = config_overrides(args)
@@ -157,9 +208,9 @@ def run_train(args: argparse.Namespace) -> int:
             output_dir=trainer_dir,
             cache_dir=args.cache_dir,
             max_train_rows=args.max_train_rows,
-            early_stopping_patience=args.early_stopping_patience,
+            early_stopping_patience=args.early_stopping_patience or GAP_PATIENCE,
             num_train_epochs=args.epochs,
-            per_device_train_batch_size=args.batch_size,
+            per_device_train_batch_size=args.batch_size or GAP_BATCH_SIZE,
             learning_rate=args.learning_rate,
             seed=args.seed,
             data_seed=args.seed,
@@ -185,6 +236,144 @@ def run_train(args: argparse.Namespace) -> int:
             print(score_line("validation", scores, threshold))
             print(f"all-positive baseline F1 {100 * baseline.f1:.1f}; checkpoint saved to {output_dir}")
     return 0
+
+
+def conll_config_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """`CONLL_CONFIG_DEFAULTS` of the model for a fresh model (a checkpoint keeps its own); overrides win."""
+    from ..tasks.coreference.conll_training import CONLL_CONFIG_DEFAULTS
+
+    return {} if args.init_from is not None else dict(CONLL_CONFIG_DEFAULTS[args.model])
+
+
+def run_train_conll(args: argparse.Namespace) -> int:
+    """``hf-entity train petra|refreader --conll PATH``: train on whole CoNLL-2012 documents (`train_on_conll`),
+    choose the epoch and the mention threshold by CoNLL F1 on the validation documents, save model + tokenizer +
+    card, print the scores."""
+    from transformers import set_seed
+
+    from ..tasks.coreference.conll_training import train_on_conll
+    from .language_modeling import _conll_dataset
+
+    check_conll_options(args)
+    check_train_outputs(args, [("--conll", args.conll), ("--validation", args.validation),
+                               ("--encoder", args.encoder), ("--init-from", args.init_from)])
+    overrides = {**conll_config_defaults(args), **config_overrides(args)}
+    train_documents, validation_documents, held_out = conll_training_documents(args.conll, args.validation)
+    if held_out and is_main_process():
+        total = len(held_out) + len({document.name for document in train_documents})
+        print(
+            f"held out for validation (not trained on): the last {len(held_out)} of the {total} documents of --conll, "
+            f"{listing(held_out, 10)}"
+        )
+    set_seed(args.seed)
+    model, tokenizer = build_model(args, overrides)
+    output_dir = Path(args.output_dir)
+    dataset, dataset_name = _conll_dataset(args.validation or args.conll)
+    chunk_length = args.chunk_length or CONLL_CHUNK_LENGTH
+    with trainer_folder(args.trainer_dir) as trainer_dir:
+        result = train_on_conll(
+            model,
+            tokenizer,
+            train_documents,
+            validation_documents,
+            output_dir=trainer_dir,
+            cache_dir=args.cache_dir,
+            chunk_length=chunk_length,
+            early_stopping_patience=args.early_stopping_patience or CONLL_PATIENCE,
+            dataset=dataset,
+            dataset_name=dataset_name,
+            num_train_epochs=args.epochs,
+            per_device_train_batch_size=args.batch_size or CONLL_BATCH_SIZE,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+            data_seed=args.seed,
+        )
+        with main_process_work() as is_main:
+            if not is_main:
+                return 0
+            model = result.trainer.model  # the best epoch's weights, mention threshold stored in its config
+            metrics = result.validation_metrics
+            report = {
+                "checkpoint": str(output_dir),
+                "conll": args.conll,
+                "validation": args.validation,
+                "training_documents": len(train_documents),
+                "validation_documents": len(validation_documents),
+                "held_out_documents": held_out,
+                "chunk_length": chunk_length,
+                **metrics,
+                "epochs_run": len(result.epoch_seconds),
+            }
+            save_checkpoint(model, tokenizer, output_dir, report)
+            print(conll_score_line("validation", metrics))
+            print(f"checkpoint saved to {output_dir}")
+    return 0
+
+
+def check_conll_options(args: argparse.Namespace) -> None:
+    """--conll: no other training data, no option of GAP-format data, and inputs that exist (checked before anything
+    heavy is imported)."""
+    sources = (("--train", args.train), ("--synthetic", args.synthetic))
+    others = [option for option, value in sources if value is not None]
+    if others:
+        raise CliError(
+            f"--conll and {' and '.join(others)} are two sources of training data; give either --conll PATH "
+            "(CoNLL-2012 documents, optionally with --validation PATH) or the GAP-format data, not both."
+        )
+    ignored = given_options(args, _GAP_DATA_OPTIONS)
+    if ignored:
+        raise CliError(f"{' and '.join(ignored)} apply to GAP-format data, not to --conll documents; drop them.")
+    for option, location in (("--conll", args.conll), ("--validation", args.validation)):
+        if location is not None and not Path(location).exists():
+            raise CliError(
+                f"{option} {location} does not exist; with --conll, give a CoNLL-2012 file or a folder of them."
+            )
+
+
+def conll_training_documents(conll: str, validation: str | None) -> tuple[list[Any], list[Any], list[str]]:
+    """(training documents, validation documents, names of the documents held out of --conll for validation).
+
+    With --validation, no validation document (name, part) may also be a training document: the epoch and the
+    mention threshold would be chosen on data the model was trained on. Without it, the last tenth of the --conll
+    documents (at least one) is held out, every part of a document on the same side.
+    """
+    from ..tasks.coreference import read_conll_coreference
+
+    documents = read_conll_coreference(conll)
+    if validation is not None:
+        validation_documents = read_conll_coreference(validation)
+        trained = {(document.name, document.part) for document in documents}
+        shared = [document for document in validation_documents if (document.name, document.part) in trained]
+        if shared:
+            raise CliError(
+                f"--validation {validation} shares {len(shared)} of its {len(validation_documents)} document(s) with "
+                f"--conll {conll} (same name and part: {listing([document.label for document in shared], 3)}); "
+                "choosing the epoch and the threshold on training documents would overrate the model: give "
+                "validation documents that are not in --conll."
+            )
+        return documents, validation_documents, []
+    names = list(dict.fromkeys(document.name for document in documents))  # in reading order
+    if len(names) < 2:
+        raise CliError(
+            f"--conll {conll} holds {len(names)} document(s), too few to hold one out for validation; give more "
+            "documents, or the validation documents with --validation PATH."
+        )
+    held_out = names[-max(1, len(names) // CONLL_HELD_OUT_SHARE):]
+    kept = set(held_out)
+    return (
+        [document for document in documents if document.name not in kept],
+        [document for document in documents if document.name in kept],
+        held_out,
+    )
+
+
+def conll_score_line(split: str, metrics: dict[str, float]) -> str:
+    """The CoNLL-2012 scores of `ConllMetrics` (percent) on one line."""
+    return (
+        f"{split} CoNLL F1 {metrics['conll_f1']:.1f} (MUC {metrics['muc_f1']:.1f}, B3 {metrics['bcub_f1']:.1f}, "
+        f"CEAF-e {metrics['ceafe_f1']:.1f}, LEA {metrics['lea_f1']:.1f}); mentions F1 {metrics['mention_f1']:.1f}; "
+        f"gold-mention CoNLL F1 {metrics['gold_conll_f1']:.1f}; mention threshold {metrics['mention_threshold']:.2f}"
+    )
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,8 +406,8 @@ def training_data(args: argparse.Namespace) -> tuple[Any, Any, str]:
         raise CliError("give either --train (with --validation) or --synthetic N, not both.")
     if args.synthetic is None and (args.train is None or args.validation is None):
         raise CliError(
-            "no training data: pass --train PATH --validation PATH (GAP TSV files or Hub dataset ids), or "
-            "--synthetic N to use the built-in people-and-pronouns corpus."
+            "no training data: pass --train PATH --validation PATH (GAP TSV files or Hub dataset ids), "
+            "--synthetic N to use the built-in people-and-pronouns corpus, or --conll PATH (CoNLL-2012 documents)."
         )
     if args.synthetic is not None:
         train = generate_people_corpus(args.synthetic, seed=args.seed, id_prefix="people-train")

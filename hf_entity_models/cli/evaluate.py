@@ -1,11 +1,13 @@
 """``hf-entity evaluate``: score a checkpoint, whatever its task (told by its config.json): GAP scores of a
-coreference model, the official SQuAD scores of a question-answering model, the perplexities of a language model.
+coreference model, or its CoNLL-2012 scores on whole documents (``--conll``), the official SQuAD scores of a
+question-answering model, the perplexities of a language model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from .common import (
     check_output_file,
     finite_float,
     given_options,
+    hidden_sibling,
     json_safe,
     positive_int,
     write_json,
@@ -36,23 +39,35 @@ _LM_OPTIONS = {
     "conll": "--conll", "lambada": "--lambada", "lambada_limit": "--lambada-limit", "window_length": "--window-length",
     **BOOK_SPLIT_OPTIONS,
 }
+# Options of a coreference checkpoint scored on --conll documents.
+_CONLL_COREFERENCE_OPTIONS = {
+    "gold_mentions": "--gold-mentions", "mention_threshold": "--mention-threshold", "responses": "--responses",
+}
+# Rows per forward pass when --batch-size is not given: GAP rows, SQuAD windows and LM windows are short, whole
+# CoNLL documents are long (thousands of tokens each for LitBank).
+DEFAULT_BATCH_SIZE, DEFAULT_CONLL_DOCUMENTS_PER_BATCH = 32, 4
+# The rows of the `evaluate --conll` table of a coreference checkpoint: key of `score_coreference`, name printed.
+CONLL_TABLE_ROWS = (("muc", "MUC"), ("bcub", "B3"), ("ceafm", "CEAF-m"), ("ceafe", "CEAF-e"), ("blanc", "BLANC"),
+                    ("lea", "LEA"))
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
     parser = commands.add_parser(
         "evaluate",
-        help="GAP scores of a coreference checkpoint, SQuAD scores of a question-answering one, or the perplexity "
-        "of a language model",
+        help="GAP or CoNLL-2012 scores of a coreference checkpoint, SQuAD scores of a question-answering one, or the "
+        "perplexity of a language model",
         description="Score a coreference checkpoint on GAP-format rows at its stored threshold "
-        "(config.coref_threshold), or a question-answering checkpoint (ForceReader or any "
-        "AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
+        "(config.coref_threshold), or on whole CoNLL-2012 documents (--conll: MUC, B3, CEAF-m, CEAF-e, BLANC, LEA, "
+        "the CoNLL F1 and mention detection, at config.mention_threshold), or a question-answering checkpoint "
+        "(ForceReader or any AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
         "EM / F1 (SQuAD 2.0: also HasAns / NoAns, the share of questions answered with a span and the best "
         "thresholds, at config.null_score_diff_threshold). A language model (GPT2E, or a plain GPT-2 "
         "GPT2LMHeadModel) is scored on CoNLL-2012 documents (--conll: perplexity, for GPT2E with and without entity "
         "ids) and / or on LAMBADA (--lambada: perplexity of the last word and last-word accuracy).",
         epilog="Example (GPT2E): hf-entity evaluate runs/gpt2e-litbank --conll litbank/conll --split test "
-        "--lambada lambada_test.jsonl --lambada-limit 500",
+        "--lambada lambada_test.jsonl --lambada-limit 500. Example (PeTra, Referential Reader on CoNLL-2012 "
+        "documents): hf-entity evaluate runs/petra-litbank --conll test-books/ --responses petra.conll",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     parser.add_argument(
@@ -82,12 +97,36 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--predictions", metavar="JSON",
         help="also write the answers as the official SQuAD scorer reads them ({id: answer})",
     )
-    language_model = parser.add_argument_group("language model (GPT2E or GPT-2 checkpoints)")
-    language_model.add_argument(
-        "--conll", metavar="DIR_OR_FILE",
-        help="CoNLL-2012 coreference files (a .conll file or a folder): perplexity over whole documents, read window "
-        "after window; for GPT2E with the gold entity ids and with them zeroed",
+    conll = parser.add_argument_group(
+        "CoNLL-2012 documents (--conll: coreference and language-model checkpoints; the other options: PeTra or "
+        "Referential Reader checkpoints)"
     )
+    conll.add_argument(
+        "--conll", metavar="DIR_OR_FILE",
+        help="CoNLL-2012 coreference files (a .conll file or a folder). A coreference checkpoint reads every document "
+        "whole and is scored with the CoNLL-2012 metrics (singletons scored, as LitBank is) and mention detection "
+        "(exact spans); a language model gets its perplexity over the documents, read window after window (GPT2E: "
+        "with the gold entity ids and with them zeroed)",
+    )
+    conll.add_argument(
+        "--gold-mentions", action="store_true", default=None,  # None when not given: see `given_options`
+        help="cluster the gold mentions instead of the model's own (scores the clustering alone)",
+    )
+    conll.add_argument(
+        "--mention-threshold", type=probability, metavar="P",
+        help="a token is a mention when the memory writes it with at least this probability (default: the "
+        "checkpoint's config.mention_threshold, chosen on validation by `train --conll`)",
+    )
+    conll.add_argument(
+        "--responses", metavar="CONLL_FILE",
+        help="also write the clusters found as a CoNLL-2012 file (one block per document), which the reference "
+        "scorer (scorer.pl) reads as the response against the --conll key",
+    )
+    conll.add_argument(
+        "--json", action="store_true",
+        help="print the result as JSON instead of the table (the other checkpoints always print JSON)",
+    )
+    language_model = parser.add_argument_group("language model (GPT2E or GPT-2 checkpoints)")
     language_model.add_argument(
         "--window-length", type=positive_int,
         help=f"tokens per window (default: {DEFAULT_WINDOW_LENGTH}, or the model's positions if fewer)",
@@ -102,8 +141,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--lambada-limit", type=positive_int, metavar="N", help="score the first N LAMBADA texts only"
     )
     parser.add_argument(
-        "--batch-size", type=positive_int, default=32,
-        help="rows (windows; language model: documents) per forward pass (default: 32)",
+        "--batch-size", type=positive_int,
+        help=f"rows (windows; language model: documents) per forward pass (default: {DEFAULT_BATCH_SIZE}; a "
+        f"coreference checkpoint on --conll: {DEFAULT_CONLL_DOCUMENTS_PER_BATCH} whole documents)",
     )
     parser.add_argument("--output", help="also write the JSON result to this file")
     add_overwrite_option(parser)
@@ -112,14 +152,34 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), the official SQuAD
-    scores of a question-answering checkpoint, or the perplexities of a language model, as JSON."""
+    """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), the CoNLL-2012
+    scores of a coreference checkpoint on --conll documents (a table), the official SQuAD scores of a
+    question-answering checkpoint, or the perplexities of a language model, as JSON."""
     data_files = [source for source in (args.gap_file, args.conll, args.lambada) if source is not None]
     inputs = [*(Path(source) for source in data_files), *checkpoint_inputs(args.checkpoint)]
     check_output_file(args.output, "--output", args.overwrite, inputs)
     language_model = architecture_of(args.checkpoint, LANGUAGE_MODEL_ARCHITECTURES.__contains__)
+    coreference = architecture_of(args.checkpoint, is_coreference_architecture)
+    if coreference is not None and args.conll is not None:
+        return _evaluate_conll_coreference(args, coreference, inputs)
+    if args.conll is None and given_options(args, _CONLL_COREFERENCE_OPTIONS) and coreference is not None:
+        raise CliError(
+            f"{' and '.join(given_options(args, _CONLL_COREFERENCE_OPTIONS))} apply to CoNLL-2012 documents; add "
+            "--conll DIR_OR_FILE or drop them."
+        )
+    refuse_options_of_other_checkpoints(
+        args, _CONLL_COREFERENCE_OPTIONS, "coreference checkpoints (PeTra, Referential Reader) scored on --conll"
+    )
+    args.batch_size = args.batch_size or DEFAULT_BATCH_SIZE
     if language_model is not None:
         return _evaluate_language_model(args, language_model)
+    if args.conll is not None:
+        require_checkpoint(args.checkpoint)
+        raise CliError(
+            f"--conll scores a coreference checkpoint (PeTra, Referential Reader: CoNLL-2012 metrics) or a language "
+            f"model (GPT2E, GPT-2: perplexity), but {args.checkpoint} is {checkpoint_kind(args.checkpoint)}; drop "
+            "--conll."
+        )
     refuse_options_of_other_checkpoints(args, _LM_OPTIONS, "language-model checkpoints (GPT2E, GPT-2)")
     if args.gap_file is None:
         require_checkpoint(args.checkpoint)
@@ -131,6 +191,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_question_answering(args, inputs)
     refuse_options_of_other_checkpoints(args, _QA_OPTIONS, "question-answering checkpoints")
     return _evaluate_coreference(args)
+
+
+def probability(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {value}")
+    return number
+
+
+def is_coreference_architecture(name: str) -> bool:
+    """A coreference head (PetraForCoreference, RefReaderForCoreference)."""
+    return name.endswith("ForCoreference")
 
 
 def is_question_answering_architecture(name: str) -> bool:
@@ -178,6 +250,113 @@ def _evaluate_coreference(args: argparse.Namespace) -> int:
         result["best"] = sweep.best_scores.as_dict()
     _print_result(result, args.output)
     return 0
+
+
+def _evaluate_conll_coreference(args: argparse.Namespace, architecture: str, inputs: list[Path]) -> int:
+    """CoNLL-2012 scores (MUC, B3, CEAF-m, CEAF-e, BLANC, LEA, CoNLL F1) and mention detection of a coreference
+    checkpoint on every --conll document, read whole, as a table (or JSON); --responses writes the clusters found."""
+    import tempfile
+
+    from ..tasks.coreference import read_conll_coreference, score_coreference
+    from ..tasks.coreference.conll_training import conll_evaluation_trainer, conll_responses, mention_scores
+    from .coreference import load_coreference_checkpoint
+
+    _check_conll_coreference_options(args, architecture, inputs)
+    model, tokenizer = load_coreference_checkpoint(args.checkpoint)
+    documents = read_conll_coreference(args.conll)
+    gold_mentions = bool(args.gold_mentions)
+    threshold = args.mention_threshold
+    if threshold is None:
+        threshold = float(getattr(model.config, "mention_threshold", 0.5))
+    with tempfile.TemporaryDirectory(prefix="hf-entity-evaluate-") as trainer_dir:
+        trainer = conll_evaluation_trainer(
+            model, tokenizer, trainer_dir, batch_size=args.batch_size or DEFAULT_CONLL_DOCUMENTS_PER_BATCH
+        )
+        responses = conll_responses(trainer, documents, tokenizer, threshold, gold_mentions=gold_mentions)
+    scores = score_coreference(documents, responses)
+    result: dict[str, Any] = {
+        "checkpoint": args.checkpoint, "model": architecture, "conll": args.conll, "documents": len(documents),
+        "gold_mentions": gold_mentions, "mention_threshold": None if gold_mentions else threshold,
+        **scores, **mention_scores(documents, responses),
+        "key_mentions": sum(len(document.mentions) for document in documents),
+        "response_mentions": sum(len(document.mentions) for document in responses),
+    }
+    if args.json:
+        _print_result(result, args.output)
+    else:
+        print(conll_table(result))
+        if args.output:
+            write_json(Path(args.output), json_safe(result))
+    if args.responses:
+        _write_responses(responses, Path(args.responses))
+        print(f"wrote the clusters of {len(responses)} documents to {args.responses}", file=sys.stderr)
+    return 0
+
+
+def _check_conll_coreference_options(args: argparse.Namespace, architecture: str, inputs: list[Path]) -> None:
+    """A coreference checkpoint on --conll: no option of other data or checkpoints, inputs that exist, output files
+    that can be written; all before the model loads."""
+    if args.gap_file is not None:
+        raise CliError(
+            f"give one data set to score {args.checkpoint} on: the GAP DATA_FILE {args.gap_file} or --conll "
+            f"{args.conll}, not both."
+        )
+    if args.sweep:
+        raise CliError(
+            "--sweep tunes the GAP decision threshold; on --conll documents the mention threshold is the checkpoint's "
+            "config.mention_threshold or --mention-threshold P: drop --sweep."
+        )
+    if args.split is not None:
+        raise CliError(
+            f"--split selects the held-out books of a language model's --conll; {args.checkpoint} ({architecture}) "
+            "is scored on every document of --conll: drop --split (give a file or folder of the documents to score)."
+        )
+    refuse_options_of_other_checkpoints(args, _QA_OPTIONS, "question-answering checkpoints")
+    language_model_options = {key: value for key, value in _LM_OPTIONS.items() if key != "conll"}
+    refuse_options_of_other_checkpoints(args, language_model_options, "language-model checkpoints (GPT2E, GPT-2)")
+    if args.gold_mentions and args.mention_threshold is not None:
+        raise CliError("--mention-threshold chooses the model's own mentions, but --gold-mentions clusters the gold "
+                       "ones; drop one of them.")
+    if not Path(args.conll).exists():
+        raise CliError(f"--conll {args.conll} does not exist; give a CoNLL-2012 file or a folder of them.")
+    check_output_file(args.responses, "--responses", args.overwrite, inputs)
+    if args.responses is not None and args.output is not None and Path(args.responses).resolve() == Path(
+        args.output
+    ).resolve():
+        raise CliError("--responses and --output name the same file; give each its own file.")
+
+
+def conll_table(result: dict[str, Any]) -> str:
+    """The `evaluate --conll` result of a coreference checkpoint as a small table, then the CoNLL F1 and mentions."""
+    chosen = "gold mentions" if result["gold_mentions"] else f"mention threshold {result['mention_threshold']:.2f}"
+    lines = [
+        f"{result['model']} on {result['documents']} document(s) of {result['conll']} ({chosen}; singletons scored)",
+        f"{'metric':<8}{'recall':>9}{'precision':>11}{'F1':>8}",
+    ]
+    for key, name in CONLL_TABLE_ROWS:
+        scores = result[key]
+        lines.append(f"{name:<8}{scores['recall']:>9.2f}{scores['precision']:>11.2f}{scores['f1']:>8.2f}")
+    lines.append(f"CoNLL F1 {result['conll_f1']:.2f} (mean of the MUC, B3 and CEAF-e F1)")
+    lines.append(
+        f"mentions: recall {result['mention_recall']:.2f}, precision {result['mention_precision']:.2f}, F1 "
+        f"{result['mention_f1']:.2f} (exact spans; {result['response_mentions']} found, {result['key_mentions']} in "
+        "the key)"
+    )
+    return "\n".join(lines)
+
+
+def _write_responses(responses: list[Any], path: Path) -> None:
+    """`write_conll_coreference` through a new file next to `path`, renamed into place: never half a file."""
+    from ..tasks.coreference import write_conll_coreference
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = hidden_sibling(path, "writing")
+    try:
+        write_conll_coreference(responses, partial)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -> int:

@@ -854,7 +854,10 @@ def pair_coref_loss(log_prob: torch.Tensor, targets: torch.Tensor, kind: str = "
         return F.binary_cross_entropy_with_logits(log_prob, targets.to(log_prob.dtype), reduction="none")
     if kind != "cross_entropy":
         raise ValueError(f"Unknown coreference loss {kind!r}; choose 'cross_entropy' or 'bce_with_logits_of_log_p'.")
-    log_complement = torch.log1p(-torch.exp(log_prob))
+    # log(1 - P) as log(-expm1(log P)), evaluated only where it is used: a positive pair whose P rounds to 1 would
+    # otherwise send 0 * inf = NaN back through the unused branch.
+    negative_log_prob = torch.where(targets, torch.full_like(log_prob, -1.0), log_prob)
+    log_complement = torch.log(-torch.expm1(negative_log_prob))
     return -torch.where(targets, log_prob, log_complement)
 
 

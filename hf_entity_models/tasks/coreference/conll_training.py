@@ -45,17 +45,27 @@ from .training import gap_training_arguments, gap_training_recipe
 logger = logging.get_logger(__name__)
 
 __all__ = [
+    "CONLL_CONFIG_DEFAULTS",
     "ConllMetrics",
     "ConllTrainingResult",
     "MENTION_THRESHOLDS",
     "conll_evaluation_trainer",
+    "conll_responses",
     "evaluate_conll",
     "keep_memory_decisions",
     "mention_scores",
-    "predict_conll_clusters",
+    "predict_memory_decisions",
     "train_on_conll",
 ]
 
+# Config of a fresh model trained on whole documents (the CLI and the benchmark start from it): every link weight 1
+# (GAP's 5 and 50 balance its two candidates per pronoun; CoNLL's dense pairs need no rebalancing) and, for PeTra,
+# the bounded coreference update of the authors' code (the paper's MLP update grows without bound on a cell updated
+# hundreds of times in a book, until the similarity overflows).
+CONLL_CONFIG_DEFAULTS = {
+    "petra": {"positive_link_weight": 1.0, "negative_link_weight": 1.0, "coref_update_mlp": "tanh_linear"},
+    "refreader": {"self_link_weight": 1.0, "positive_link_weight": 1.0, "negative_link_weight": 1.0},
+}
 # Mention thresholds swept on the validation documents.
 MENTION_THRESHOLDS = tuple(round(value, 2) for value in np.arange(0.05, 1.0, 0.05))
 # Model outputs the clusters do not need: left out of evaluation so that Trainer gathers only the memory decisions.
@@ -205,7 +215,7 @@ def _model_inputs(model, rows, cache_dir, args):
         return cache_encoder_features(model, rows.remove_columns(["document_index", "word_ids"]), cache_dir=cache_dir)
 
 
-def predict_conll_clusters(
+def predict_memory_decisions(
     trainer: Trainer, documents: Sequence[CorefDocument], tokenizer: Any, cache_dir: str | None = None
 ) -> tuple[Any, list[list[int]]]:
     """Per-token memory decisions (`keep_memory_decisions`, the trainer's `preprocess_logits_for_metrics`) of the
@@ -218,6 +228,30 @@ def predict_conll_clusters(
     finally:
         trainer.compute_metrics = compute_metrics
     return prediction.predictions, rows["word_ids"]
+
+
+def conll_responses(
+    trainer: Trainer,
+    documents: Sequence[CorefDocument],
+    tokenizer: Any,
+    mention_threshold: float | None = None,
+    gold_mentions: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+) -> list[CorefDocument]:
+    """The clusters the trainer's model finds in every document (`clusters_from_memory_log`), as response documents.
+
+    `mention_threshold` defaults to the model's `config.mention_threshold` (chosen by `train_on_conll`); with
+    `gold_mentions=True` the gold mentions are clustered instead. Score them with `score_coreference(documents,
+    responses)` or write them with `write_conll_coreference`.
+    """
+    if mention_threshold is None:
+        mention_threshold = float(getattr(trainer.model.config, "mention_threshold", 0.5))
+    decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
+    logs = ConllMetrics(documents, word_ids)._logs(decisions)
+    return [
+        clusters_from_memory_log(document, ids, *log, mention_threshold=mention_threshold, gold_mentions=gold_mentions)
+        for document, ids, log in zip(documents, word_ids, logs)
+    ]
 
 
 def train_on_conll(
@@ -254,6 +288,12 @@ def train_on_conll(
         recipe: Optimisation recipe of `GAP_TRAINING_RECIPES` (None: the model's own).
         **training_overrides: Any `TrainingArguments` field, e.g. `num_train_epochs=5`.
     """
+    if getattr(model.config, "coref_update_mlp", None) == "mlp":
+        logger.warning(
+            "PeTra's coreference update is the unbounded MLP (coref_update_mlp='mlp'): on long documents a cell "
+            "updated hundreds of times can grow until the similarity overflows (NaN losses on LitBank). "
+            "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
+        )
     train_documents, validation_documents = _documents(train_source), _documents(validation_source)
     train_rows = conll_coreference_examples(train_documents, tokenizer, chunk_length, negatives_per_mention)
     validation_rows = conll_coreference_examples(validation_documents, tokenizer, None, negatives_per_mention)
@@ -298,7 +338,10 @@ def train_on_conll(
 
 def conll_evaluation_trainer(model, tokenizer: Any, output_dir: str | os.PathLike, batch_size: int = 4) -> Trainer:
     """A `Trainer` that only predicts, wired like `train_on_conll`'s, for evaluating a trained checkpoint."""
-    args = gap_training_arguments(str(output_dir), gap_training_recipe(model), per_device_eval_batch_size=batch_size)
+    args = gap_training_arguments(
+        str(output_dir), gap_training_recipe(model), per_device_eval_batch_size=batch_size, eval_strategy="no",
+        save_strategy="no", load_best_model_at_end=False, lr_scheduler_type="constant", lr_scheduler_kwargs={},
+    )  # fmt: skip
     return Trainer(
         model=model,
         args=args,
@@ -315,7 +358,7 @@ def evaluate_conll(
     cache_dir: str | os.PathLike | None = None,
 ) -> dict[str, float]:
     """`ConllMetrics` of the trainer's model on whole documents (threshold swept when `mention_threshold` is None)."""
-    decisions, word_ids = predict_conll_clusters(trainer, documents, tokenizer, cache_dir)
+    decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
     return ConllMetrics(documents, word_ids, mention_threshold).score(decisions)
 
 

@@ -24,8 +24,9 @@ facilities, geo-political entities):
   our, their, thy, some, every, each, another, any, no) followed by up to five lower-case words that are not
   function words; the mention ends at the LAST word of that run that is an entity noun (`ENTITY_NOUNS`: people,
   places, facilities, vehicles, groups, in singular and plural), and there is no mention when the run has none
-  ("the old man 's" -> "the old man"; "the fog" -> nothing). The vocatives sir, madam and ma'am are mentions too.
-  A possessive determiner is also its own pronoun mention ("his father" gives "his father" and "his").
+  ("the old man 's" -> "the old man"; "the fog" -> nothing). The vocatives sir, madam and ma'am are mentions too,
+  and so is a bare plural of people ("women", "passengers") that no determiner phrase ends at. A possessive
+  determiner is also its own pronoun mention ("his father" gives "his father" and "his").
 
 Linking (`rule_baseline_clusters`), mentions taken in text order:
 
@@ -37,9 +38,9 @@ Linking (`rule_baseline_clusters`), mentions taken in text order:
 * **Third-person pronouns** link to the nearest preceding mention (ending before the pronoun) whose entity is
   compatible: he/him/his/himself need a masculine or unknown-gender singular person, she/her/hers/herself a
   feminine or unknown-gender singular person, they/them/their/theirs/themselves a plural (or collective) entity,
-  it/its/itself a singular thing. Gender and number come from the pronoun, a title, a first name or the noun's
-  head (`ENTITY_NOUNS`), and an entity of unknown gender takes the gender of the first gendered pronoun linked to
-  it. Without a compatible antecedent the pronoun starts an entity.
+  it/its/itself a singular thing (or a collective). Gender and number come from the pronoun, a title, a first
+  name or the noun's head (`ENTITY_NOUNS`), and an entity of unknown gender takes the gender of the first gendered
+  pronoun linked to it. Without a compatible antecedent the pronoun starts an entity.
 * **First and second person** pronouns form one entity per document for each person and number: all of
   I/me/my/mine/myself (the narrator, and whoever speaks in quotations), all of we/us/our/ours/ourselves, all of
   the singular you/your/yours/yourself/thou/thee/thy/thine/thyself, all of yourselves/ye. Speakers are not
@@ -51,6 +52,16 @@ With ``mentions="gold"`` the document's own gold spans are used (their cluster i
 that is a pronoun is a pronoun, a span whose first word after a leading "the" and whose last word are capitalised
 is a name, anything else is a noun phrase whose head is its last word before a preposition, relative pronoun or
 punctuation. The same linking rules then apply.
+
+Measured on LitBank (`score_coreference`, singletons kept; the rules were adjusted on the first 60 books in sorted
+file-name order only, the last 20 were held out):
+
+=====================  ==========================  ====================  ====================
+books                  rule mentions P / R         CoNLL F1, rule mode   CoNLL F1, gold mode
+=====================  ==========================  ====================  ====================
+first 60 (adjusted)    84.7 / 79.5                 54.3                  69.8
+last 20 (held out)     84.0 / 76.4                 55.0                  72.9
+=====================  ==========================  ====================  ====================
 
 Example:
     >>> from hf_entity_models.tasks.coreference.conll import CorefDocument
@@ -94,7 +105,8 @@ PRONOUN_FEATURES: dict[str, tuple[int, str, str]] = {
     **{word: (3, "?", "pl") for word in ("they", "them", "their", "theirs", "themselves")},
     **{word: (1, "?", "sg") for word in ("i", "me", "my", "mine", "myself")},
     **{word: (1, "?", "pl") for word in ("we", "us", "our", "ours", "ourselves")},
-    **{word: (2, "?", "sg") for word in ("you", "your", "yours", "yourself", "thou", "thee", "thy", "thine", "thyself")},
+    **{word: (2, "?", "sg") for word in (
+        "you", "your", "yours", "yourself", "thou", "thee", "thy", "thine", "thyself")},
     **{word: (2, "?", "pl") for word in ("yourselves", "ye")},
 }
 # Detected as mentions in the rule mode: all but it/its/itself (see the module docstring).
@@ -103,7 +115,6 @@ DETECTED_PRONOUNS: frozenset[str] = frozenset(word for word in PRONOUN_FEATURES 
 DETERMINERS: frozenset[str] = frozenset(
     "the a an this that these those my your his her its our their thy some every each another any no".split()
 )
-_POSSESSIVE_DETERMINERS = frozenset("my your his her its our their thy".split())
 
 # title -> gender of its bearer ("p": either)
 TITLES: dict[str, str] = {

@@ -3,8 +3,8 @@
 GPT2E reads, next to every BPE token, the id of the entity the token is part of (Ø = 0 for tokens outside every
 mention). This module turns coreference annotations into those ids and the ids into training data:
 
-* `read_conll_coreference` reads CoNLL-2012 files (LitBank, OntoNotes) into `CorefDocument` objects: words and
-  mentions ``(first word, last word, cluster id)``.
+* `read_conll_coreference` (from `hf_entity_models.tasks.coreference.conll`, re-exported here) reads CoNLL-2012 files
+  (LitBank, OntoNotes) into `CorefDocument` objects: words and mentions ``(first word, last word, cluster id)``.
 * `entity_ids_for_document` gives a document's GPT-2 ``input_ids`` and ``entity_ids``: clusters renumbered 1..K
   per document in order of first mention, 0 outside mentions, the innermost mention winning where mentions nest.
 * `entity_lm_windows` cuts every document into consecutive windows (a `datasets.Dataset` with ``document_id`` and
