@@ -5,6 +5,7 @@ control. Our metrics instead ship inside the package, one folder per metric in t
 ``evaluate.load(<folder>)`` accepts::
 
     hf_entity_models/metrics/
+        coreference/coreference.py  CoNLL-2012 coreference: MUC, B-cubed, CEAF-m, CEAF-e, BLANC, LEA, CoNLL F1
         gap/gap.py                  GAP pronoun resolution: P/R/F1 overall and per gender, bias
         perplexity/perplexity.py    corpus perplexity from summed negative log-likelihoods (nats)
         squad/squad.py              SQuAD exact match / F1: config "v1.1" (default) or "v2.0" (HasAns, NoAns,

@@ -66,7 +66,8 @@ def conll_coreference_examples(
     documents: Sequence[CorefDocument],
     tokenizer: Any,
     chunk_length: int | None = None,
-    negatives_per_mention: int = 5,
+    negatives_per_mention: int = 20,
+    antecedents: str = "nearest",
 ) -> datasets.Dataset:
     """Model inputs with dense coreference supervision for every document (or chunk of one).
 
@@ -76,6 +77,11 @@ def conll_coreference_examples(
         chunk_length: At most this many tokens per row, special tokens included, cut at word boundaries (None: one
             row per document; the models encode long documents in windows and carry the memory across them).
         negatives_per_mention: Earlier mentions of other entities each anchor is paired with as a negative.
+        antecedents: `"nearest"`: each anchor is a positive pair with the previous mention of its entity only (a
+            link says the entity survives in its cell from one mention to the next; positives to every earlier
+            mention would ask a cell to survive a whole chunk and teach the memory never to overwrite: PeTra);
+            `"all"`: with every earlier mention of its entity (the Referential Reader, whose loss counts every
+            unlabelled pair as a negative).
 
     Returns:
         A `datasets.Dataset` with ``input_ids``, ``attention_mask``, ``special_tokens_mask``, ``link_pairs``,
@@ -90,6 +96,8 @@ def conll_coreference_examples(
         raise ValueError("conll_coreference_examples needs a fast tokenizer (it maps tokens to words).")
     if negatives_per_mention < 0:
         raise ValueError(f"negatives_per_mention must be >= 0, got {negatives_per_mention}.")
+    if antecedents not in ("nearest", "all"):
+        raise ValueError(f"antecedents must be 'nearest' or 'all', got {antecedents!r}.")
     special_count = len(tokenizer(["a"], is_split_into_words=True)["input_ids"]) - len(
         tokenizer(["a"], is_split_into_words=True, add_special_tokens=False)["input_ids"]
     )
@@ -101,7 +109,7 @@ def conll_coreference_examples(
         budget = None if chunk_length is None else chunk_length - special_count
         for start, end in _chunks(word_ids, budget, document.label):
             words = range(word_ids[start], word_ids[end - 1] + 1)
-            row = _example(document, tokenizer, words, negatives_per_mention)
+            row = _example(document, tokenizer, words, negatives_per_mention, antecedents)
             row["document_index"] = document_index
             for name in _COLUMNS:
                 rows[name].append(row[name])
@@ -141,7 +149,9 @@ def _chunks(word_ids: list[int], budget: int | None, label: str) -> list[tuple[i
     return chunks
 
 
-def _example(document: CorefDocument, tokenizer: Any, words: range, negatives_per_mention: int) -> dict[str, Any]:
+def _example(
+    document: CorefDocument, tokenizer: Any, words: range, negatives_per_mention: int, antecedents: str
+) -> dict[str, Any]:
     encoding = tokenizer(
         document.words[words.start : words.stop],
         is_split_into_words=True,
@@ -154,7 +164,7 @@ def _example(document: CorefDocument, tokenizer: Any, words: range, negatives_pe
 
     owners = mention_owners(document)
     token_owner = np.array([owners[word] if word >= 0 else -1 for word in positioned_words])
-    pairs, labels = _link_pairs(document, token_owner, negatives_per_mention)
+    pairs, labels = _link_pairs(document, token_owner, negatives_per_mention, antecedents)
     mention_targets = np.where(token_owner >= 0, 1, 0)
     mention_targets[np.asarray(special, dtype=bool)] = IGNORE_INDEX
     return {
@@ -169,7 +179,7 @@ def _example(document: CorefDocument, tokenizer: Any, words: range, negatives_pe
 
 
 def _link_pairs(
-    document: CorefDocument, token_owner: np.ndarray, negatives_per_mention: int
+    document: CorefDocument, token_owner: np.ndarray, negatives_per_mention: int, antecedents: str
 ) -> tuple[list[list[int]], list[int]]:
     """Self, positive and negative token pairs of the mentions whose tokens lie in this row."""
     pairs: list[list[int]] = []
@@ -183,16 +193,19 @@ def _link_pairs(
         labels.extend([LINK_SELF] * (len(owned) - 1))
     anchors.sort()
     for later, (anchor, cluster) in enumerate(anchors):
-        others = 0
+        others, found_antecedent = 0, False
         for earlier in range(later - 1, -1, -1):
             earlier_anchor, earlier_cluster = anchors[earlier]
-            if earlier_cluster == cluster:
+            if earlier_cluster == cluster and (antecedents == "all" or not found_antecedent):
                 pairs.append([earlier_anchor, anchor])
                 labels.append(LINK_POSITIVE)
-            elif others < negatives_per_mention:
+                found_antecedent = True
+            elif earlier_cluster != cluster and others < negatives_per_mention:
                 pairs.append([earlier_anchor, anchor])
                 labels.append(LINK_NEGATIVE)
                 others += 1
+            if antecedents == "nearest" and found_antecedent and others >= negatives_per_mention:
+                break
     return pairs, labels
 
 
@@ -236,16 +249,68 @@ def clusters_from_memory_log(
     for word, entity in zip(word_ids, entities):
         if entity is not None and word not in word_entity:
             word_entity[word] = entity
+    return CorefDocument(document.name, document.part, document.words, _nested_mentions(document.words, word_entity))
+
+
+def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
+    """Mentions from the entity of every word, nesting restored where the token labels flattened it.
+
+    A word carries one entity, the innermost mention's (as in training), so an outer mention shows as its own runs
+    around or after the inner ones. In a block of mention words without a gap: an entity with several runs is one
+    mention from its first run to its last (``[a man who for [his] own amusement]``), and a run that follows a
+    genitive (a run ending in a possessive determiner, or a run starting with ``'s``) starts at the genitive
+    (``[[her] sister]``, ``[[Sir Walter] 's daughter]``; English).
+    """
+    runs = _runs_of_words(word_entity)
     mentions = []
-    run_start = None
-    for word in range(len(document.words) + 1):
-        entity = word_entity.get(word)
-        if run_start is not None and entity != word_entity[run_start]:
-            mentions.append((run_start, word - 1, word_entity[run_start]))
-            run_start = None
-        if entity is not None and run_start is None:
-            run_start = word
-    return CorefDocument(document.name, document.part, document.words, mentions)
+    for block in _contiguous_blocks(runs):
+        spans: dict[int, list[int]] = {}
+        for index, (first, last, entity) in enumerate(block):
+            if index and _follows_genitive(words, block[index - 1], first):
+                first = block[index - 1][0]
+            span = spans.setdefault(entity, [first, last])
+            span[0], span[1] = min(span[0], first), max(span[1], last)
+        inner = [(first, last, entity) for first, last, entity in block if spans[entity] != [first, last]]
+        mentions.extend((first, last, entity) for entity, (first, last) in spans.items())
+        mentions.extend(run for run in inner if not _inside_merged(run, spans))
+    return mentions
+
+
+_POSSESSIVES = {"his", "her", "their", "its", "my", "your", "our", "thy", "whose"}
+_GENITIVE_MARKS = {"'s", "’s", "'", "’"}
+
+
+def _follows_genitive(words: list[str], previous_run: tuple[int, int, int], first: int) -> bool:
+    return words[previous_run[1]].lower() in _POSSESSIVES or words[first].lower() in _GENITIVE_MARKS
+
+
+def _inside_merged(run: tuple[int, int, int], spans: dict[int, list[int]]) -> bool:
+    """Whether the run is a piece of its own entity's merged span (then it is not a mention of its own)."""
+    first, last = spans[run[2]]
+    return first <= run[0] and run[1] <= last
+
+
+def _runs_of_words(word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
+    """Maximal runs (first word, last word, entity) of consecutive words with one entity, in order."""
+    runs: list[tuple[int, int, int]] = []
+    for word in sorted(word_entity):
+        entity = word_entity[word]
+        if runs and runs[-1][1] == word - 1 and runs[-1][2] == entity:
+            runs[-1] = (runs[-1][0], word, entity)
+        else:
+            runs.append((word, word, entity))
+    return runs
+
+
+def _contiguous_blocks(runs: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """Runs grouped into blocks with no word outside a mention between them."""
+    blocks: list[list[tuple[int, int, int]]] = []
+    for run in runs:
+        if blocks and blocks[-1][-1][1] == run[0] - 1:
+            blocks[-1].append(run)
+        else:
+            blocks.append([run])
+    return blocks
 
 
 def _cluster_gold_mentions(

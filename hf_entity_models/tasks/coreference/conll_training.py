@@ -66,6 +66,8 @@ CONLL_CONFIG_DEFAULTS = {
     "petra": {"positive_link_weight": 1.0, "negative_link_weight": 1.0, "coref_update_mlp": "tanh_linear"},
     "refreader": {"self_link_weight": 1.0, "positive_link_weight": 1.0, "negative_link_weight": 1.0},
 }
+# Which earlier mentions of its entity a mention is a positive pair with (`conll_coreference_examples`), per model.
+CONLL_ANTECEDENTS = {"petra": "nearest", "refreader": "all"}
 # Mention thresholds swept on the validation documents.
 MENTION_THRESHOLDS = tuple(round(value, 2) for value in np.arange(0.05, 1.0, 0.05))
 # Model outputs the clusters do not need: left out of evaluation so that Trainer gathers only the memory decisions.
@@ -262,7 +264,7 @@ def train_on_conll(
     output_dir: str | os.PathLike,
     cache_dir: str | os.PathLike | None = None,
     chunk_length: int | None = 512,
-    negatives_per_mention: int = 5,
+    negatives_per_mention: int = 20,
     early_stopping_patience: int | None = 5,
     dataset: str = "litbank",
     dataset_name: str | None = "LitBank",
@@ -295,8 +297,13 @@ def train_on_conll(
             "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
         )
     train_documents, validation_documents = _documents(train_source), _documents(validation_source)
-    train_rows = conll_coreference_examples(train_documents, tokenizer, chunk_length, negatives_per_mention)
-    validation_rows = conll_coreference_examples(validation_documents, tokenizer, None, negatives_per_mention)
+    antecedents = CONLL_ANTECEDENTS.get(getattr(model.config, "model_type", None), "nearest")
+    train_rows = conll_coreference_examples(
+        train_documents, tokenizer, chunk_length, negatives_per_mention, antecedents
+    )
+    validation_rows = conll_coreference_examples(
+        validation_documents, tokenizer, None, negatives_per_mention, antecedents
+    )
     values = dict(
         metric_for_best_model="conll_f1",
         per_device_train_batch_size=16,
