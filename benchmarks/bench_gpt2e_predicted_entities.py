@@ -208,10 +208,12 @@ def coref_encodings(checkpoint: str, documents, tokenizer, threshold: float | No
         seconds.append(time.perf_counter() - start)
         encodings.append(encoded)
         responses.append(word_clusters(document, text, encoded["clusters"]))
+    config = resolver.model.config
     info = {
         "checkpoint": str(checkpoint),
-        "model_type": resolver.model.config.model_type,
-        "mention_threshold": threshold if threshold is not None else resolver.model.config.mention_threshold,
+        "model_type": config.model_type,
+        # The pipeline's own default when no threshold is given.
+        "mention_threshold": threshold if threshold is not None else getattr(config, "mention_threshold", 0.5),
         "pipeline_seconds_per_book": sum(seconds) / len(seconds),
     }
     return encodings, {"info": info, "responses": responses}

@@ -64,7 +64,10 @@ __all__ = [
 # hundreds of times in a book, until the similarity overflows).
 CONLL_CONFIG_DEFAULTS = {
     "petra": {"positive_link_weight": 1.0, "negative_link_weight": 1.0, "coref_update_mlp": "tanh_linear"},
-    "refreader": {"self_link_weight": 1.0, "positive_link_weight": 1.0, "negative_link_weight": 1.0},
+    # Four cells, the top of the paper's range (2 or 4 on GAP): a book has many entities in play at once.
+    "refreader": {
+        "self_link_weight": 1.0, "positive_link_weight": 1.0, "negative_link_weight": 1.0, "num_memory_cells": 4,
+    },
 }
 # Which earlier mentions of its entity a mention is a positive pair with (`conll_coreference_examples`), per model.
 CONLL_ANTECEDENTS = {"petra": "nearest", "refreader": "all"}
