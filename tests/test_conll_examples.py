@@ -50,7 +50,8 @@ def test_examples_label_every_mention_by_hand(tokenizer):
         (4, 7, LINK_NEGATIVE),
         (5, 7, LINK_NEGATIVE),
     }
-    assert row["mention_targets"] == [-100, 1, 1, 0, 1, 1, 0, 1, 0, -100]
+    # 2: the first token of an entity's first mention (sir, her, sister); he continues Sir Walter's entity
+    assert row["mention_targets"] == [-100, 2, 1, 0, 2, 2, 0, 1, 0, -100]
 
 
 def test_negatives_per_mention_keeps_the_nearest(tokenizer):
@@ -151,7 +152,7 @@ def test_conll_metrics_of_a_perfect_log_score_100(tokenizer):
 
 
 @pytest.mark.parametrize("model_class", ["petra", "refreader"])
-def test_mention_loss_is_the_binary_cross_entropy_by_hand(model_class):
+def test_mention_loss_is_the_binary_cross_entropies_by_hand(model_class):
     torch.manual_seed(0)
     if model_class == "petra":
         model = PetraForCoreference(tiny_petra_config(mention_loss_weight=2.0)).eval()
@@ -163,11 +164,15 @@ def test_mention_loss_is_the_binary_cross_entropy_by_hand(model_class):
         model = RefReaderForCoreference(config).eval()
     input_ids = torch.tensor([[101, 2198, 2056, 2002, 102], [101, 2198, 2056, 102, 0]])
     attention_mask = (input_ids != 0).long()
-    targets = torch.tensor([[-100, 1, 0, 1, -100], [-100, 0, 1, -100, -100]])
+    targets = torch.tensor([[-100, 2, 0, 1, -100], [-100, 0, 1, -100, -100]])
     output = model(input_ids=input_ids, attention_mask=attention_mask, mention_targets=targets)
     p = output.entity_probs.double()
-    terms = {(0, 1): -torch.log(p[0, 1]), (0, 2): -torch.log(1 - p[0, 2]), (0, 3): -torch.log(p[0, 3]),
-             (1, 1): -torch.log(1 - p[1, 1]), (1, 2): -torch.log(p[1, 2])}  # fmt: skip
+    overwritten, corefs = output.overwrite_probs.double().sum(-1), output.coref_probs.double().sum(-1)
+    new = overwritten / (overwritten + corefs)  # the share of the write that starts a new entity
+    detection = {(0, 1): -torch.log(p[0, 1]), (0, 2): -torch.log(1 - p[0, 2]), (0, 3): -torch.log(p[0, 3]),
+                 (1, 1): -torch.log(1 - p[1, 1]), (1, 2): -torch.log(p[1, 2])}  # fmt: skip
+    new_entity = {(0, 1): -torch.log(new[0, 1]), (0, 3): -torch.log(1 - new[0, 3]), (1, 2): -torch.log(1 - new[1, 2])}
+    terms = {key: detection[key] + new_entity.get(key, 0.0) for key in detection}
     if model_class == "petra":  # mean over the scored tokens of the batch
         expected = sum(terms.values()) / 5
     else:  # summed per document, averaged over documents

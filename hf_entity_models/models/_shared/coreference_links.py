@@ -75,19 +75,36 @@ def span_link_probabilities(
     return torch.where(torch.isfinite(best), best.exp(), torch.zeros_like(best))
 
 
-def mention_detection_loss(
-    entity_probs: torch.Tensor, mention_targets: torch.LongTensor, reduction: str = "mean"
-) -> torch.Tensor:
-    """Binary cross-entropy between every token's entity probability and whether it lies inside a gold mention.
+# Values of `mention_targets`: outside every mention, inside one (continuing an entity), or the first token of an
+# entity's first mention (a new entity: the memory should overwrite a cell).
+MENTION_OUTSIDE = 0
+MENTION_INSIDE = 1
+MENTION_NEW_ENTITY = 2
 
-    Dense supervision of the memory's mention detection, for corpora that annotate every mention (CoNLL-2012,
-    LitBank); GAP labels only three spans per text and does not use it.
+
+def mention_detection_loss(
+    entity_probs: torch.Tensor,
+    mention_targets: torch.LongTensor,
+    overwrite_probs: torch.Tensor,
+    coref_probs: torch.Tensor,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Dense supervision of the memory's two decisions on every token, for corpora that annotate every mention
+    (CoNLL-2012, LitBank; GAP labels three spans per text and does not use it):
+
+    * mention detection: binary cross-entropy between the entity probability and whether the token lies inside a
+      gold mention;
+    * new entity or not, on tokens inside a mention: binary cross-entropy between the share of the token's write
+      that overwrites (overwrite / (overwrite + coref), summed over cells) and whether the token starts an entity's
+      first mention. Without it nothing tells the memory when to overwrite: link pairs alone leave a book's
+      mentions merged into a few cells.
 
     Args:
         entity_probs: `(B, T)` probability that the token is part of an entity mention (PeTra's e_t, the
             Referential Reader's entity gate).
-        mention_targets: `(B, T)` 1 inside a gold mention, 0 outside, -100 where not scored (special tokens,
-            padding).
+        mention_targets: `(B, T)` `MENTION_OUTSIDE` (0), `MENTION_INSIDE` (1), `MENTION_NEW_ENTITY` (2), or -100
+            where not scored (special tokens, padding).
+        overwrite_probs, coref_probs: `(B, T, N)` the memory log (the Referential Reader's update gates as coref).
         reduction: `"mean"` over the scored tokens of the batch (PeTra, whose link loss is a weighted mean) or
             `"sum_per_document"`, summed over each document's tokens and averaged over documents (the Referential
             Reader, whose link loss sums over each document's pairs). 0 when no token is scored.
@@ -100,16 +117,27 @@ def mention_detection_loss(
     if reduction not in ("mean", "sum_per_document"):
         raise ValueError(f"reduction must be 'mean' or 'sum_per_document', got {reduction!r}.")
     scored = mention_targets != IGNORE_INDEX
-    if bool(((mention_targets != 0) & (mention_targets != 1) & scored).any()):
-        raise ValueError("mention_targets must hold 1 (inside a mention), 0 (outside) or -100 (not scored).")
+    if bool(((mention_targets < MENTION_OUTSIDE) & scored).any() | (mention_targets > MENTION_NEW_ENTITY).any()):
+        raise ValueError(
+            "mention_targets must hold 0 (outside a mention), 1 (inside), 2 (first token of an entity's first "
+            "mention) or -100 (not scored)."
+        )
     if not bool(scored.any()):
         return entity_probs.sum() * 0.0
-    probabilities = entity_probs.clamp(LOG_EPSILON, 1 - LOG_EPSILON)
-    targets = mention_targets.clamp_min(0).to(probabilities.dtype)
-    per_token = torch.nn.functional.binary_cross_entropy(probabilities, targets, reduction="none") * scored
+    inside = (mention_targets >= MENTION_INSIDE) & scored
+    detection = _binary_cross_entropy(entity_probs, inside.to(entity_probs.dtype)) * scored
+    overwritten = overwrite_probs.sum(-1)
+    new_share = overwritten / (overwritten + coref_probs.sum(-1)).clamp_min(LOG_EPSILON)
+    new_entity = _binary_cross_entropy(new_share, (mention_targets == MENTION_NEW_ENTITY).to(new_share.dtype)) * inside
+    per_token = detection + new_entity
     if reduction == "mean":
         return per_token.sum() / scored.sum()
     return per_token.sum(-1).mean()
+
+
+def _binary_cross_entropy(probabilities: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    clamped = probabilities.clamp(LOG_EPSILON, 1 - LOG_EPSILON)
+    return torch.nn.functional.binary_cross_entropy(clamped, targets, reduction="none")
 
 
 def gather_tokens(values: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:

@@ -78,8 +78,9 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         entity_loss_weight (`float`, *optional*, defaults to 0.1):
             Weight lambda of the entity-mention loss (section 2.5.2).
         mention_loss_weight (`float`, *optional*, defaults to 1.0):
-            Weight of the dense mention-detection loss (binary cross-entropy of e_t against gold mention tokens),
-            added when the forward call gets `mention_targets` (CoNLL / LitBank training; GAP does not use it).
+            Weight of the dense mention loss (mention detection and the new-entity decision on every token,
+            `mention_detection_loss`), added when the forward call gets `mention_targets` (CoNLL / LitBank
+            training; GAP does not use it).
         gumbel_temperature (`float`, *optional*, defaults to 1.0):
             Initial temperature of the Gumbel-softmax used for soft overwrites in training (halved every 10 epochs
             by `GumbelTemperatureCallback`).

@@ -100,7 +100,8 @@ class PetraCoreferenceOutput(ModelOutput):
         entity_loss (`torch.FloatTensor` of shape `()`, *optional*):
             Mean entity probability of unlabelled, non-special tokens (section 2.5.2), averaged over documents.
         mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
-            Binary cross-entropy of e_t against `mention_targets` (dense mention detection, CoNLL training).
+            Binary cross-entropies of e_t and of the new-entity share of the write against `mention_targets` (dense
+            mention detection and new-entity decisions, CoNLL training).
     """
 
     loss: torch.FloatTensor | None = None
@@ -725,8 +726,9 @@ class PetraForCoreference(PetraPreTrainedModel):
                 Kind of every pair: `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2), or `-100` for
                 padding. Given with `link_pairs`, the output has the training loss.
             mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                1 for tokens inside a gold mention, 0 outside, -100 where not scored (special tokens, padding):
-                dense supervision of e_t for corpora that annotate every mention (CoNLL-2012, LitBank). Adds
+                0 outside every gold mention, 1 inside one, 2 on the first token of an entity's first mention, -100
+                where not scored (special tokens, padding): dense supervision of e_t and of the new-entity decision
+                for corpora that annotate every mention (CoNLL-2012, LitBank; `mention_detection_loss`). Adds
                 `mention_loss_weight * mention_loss` to the loss.
         """
         if kwargs:
@@ -753,7 +755,10 @@ class PetraForCoreference(PetraPreTrainedModel):
             loss = coref_loss + self.config.entity_loss_weight * entity_loss
         mention_loss = None
         if mention_targets is not None:
-            mention_loss = mention_detection_loss(memory_output.entity_probs, mention_targets)
+            mention_loss = mention_detection_loss(
+                memory_output.entity_probs, mention_targets, memory_output.overwrite_probs,
+                memory_output.coref_probs,
+            )
             weighted = self.config.mention_loss_weight * mention_loss
             loss = weighted if loss is None else loss + weighted
 

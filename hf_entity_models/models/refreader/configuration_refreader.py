@@ -79,8 +79,9 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
         negative_link_weight (`float`, *optional*, defaults to 50.0):
             Loss weight of pronoun-to-other-name token pairs (target 0).
         mention_loss_weight (`float`, *optional*, defaults to 1.0):
-            Weight of the dense mention-detection loss (binary cross-entropy of the entity gate against gold mention
-            tokens), added when the forward call gets `mention_targets` (CoNLL / LitBank training; GAP does not).
+            Weight of the dense mention loss (mention detection and the overwrite-or-update decision on every
+            token, `mention_detection_loss`), added when the forward call gets `mention_targets` (CoNLL / LitBank
+            training; GAP does not use it).
         other_pair_weight (`float`, *optional*, defaults to 1.0):
             Loss weight of every other token pair of the document (target 0): the loss runs over all pairs.
         lm_loss_weight (`float`, *optional*, defaults to 0.0):

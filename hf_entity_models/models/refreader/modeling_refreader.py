@@ -106,7 +106,8 @@ class RefReaderCoreferenceOutput(ModelOutput):
         lm_loss (`torch.FloatTensor` of shape `()`, *optional*):
             Next-token cross-entropy, when `config.lm_loss_weight > 0`.
         mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
-            Binary cross-entropy of the entity gate against `mention_targets` (dense mention detection).
+            Binary cross-entropies of the entity gate and of the overwrite share of the write against
+            `mention_targets` (dense mention detection and new-entity decisions).
     """
 
     loss: torch.FloatTensor | None = None
@@ -850,9 +851,10 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
                 real, non-special tokens is a negative of weight `other_pair_weight` (section 2.4 sums over all pairs).
 
             mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                1 for tokens inside a gold mention, 0 outside, -100 where not scored: dense supervision of the entity
-                gate (CoNLL-2012, LitBank), summed over each document's tokens like the link loss. Adds
-                `mention_loss_weight * mention_loss` to the loss.
+                0 outside every gold mention, 1 inside one, 2 on the first token of an entity's first mention, -100
+                where not scored: dense supervision of the entity gate and of the overwrite-or-update decision
+                (CoNLL-2012, LitBank; `mention_detection_loss`), summed over each document's tokens like the link
+                loss. Adds `mention_loss_weight * mention_loss` to the loss.
         """
         if kwargs:
             raise TypeError(f"RefReaderForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
@@ -883,7 +885,10 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
                 loss = coref_loss + self.config.lm_loss_weight * lm_loss
         mention_loss = None
         if mention_targets is not None:
-            mention_loss = mention_detection_loss(memory_output.entity_probs, mention_targets, "sum_per_document")
+            mention_loss = mention_detection_loss(
+                memory_output.entity_probs, mention_targets, memory_output.overwrite_probs,
+                memory_output.coref_probs, "sum_per_document",
+            )
             weighted = self.config.mention_loss_weight * mention_loss
             loss = weighted if loss is None else loss + weighted
 

@@ -10,11 +10,11 @@ bridge, in both directions:
   the link-pair format the models' losses read (`LINK_SELF`, `LINK_POSITIVE`, `LINK_NEGATIVE`):
   a mention's anchor to its later owned tokens (self links, as PeTra's span-internal pairs), every pair of anchors
   of one entity (positive), and each anchor to the anchors of the `negatives_per_mention` nearest earlier mentions
-  of other entities (negative); plus ``mention_targets`` (1 on owned tokens, 0 on other tokens) for the dense
-  mention-detection loss. Long documents may be cut into chunks of at most `chunk_length` tokens at word
+  of other entities (negative); plus ``mention_targets`` (0 outside mentions, 1 inside, 2 on the anchor of an
+  entity's first mention) for the dense mention loss (mention detection and the new-entity decision). Long documents may be cut into chunks of at most `chunk_length` tokens at word
   boundaries (pairs never cross a chunk; the memory starts empty in every chunk).
 * **Clusters from the memory log** (`clusters_from_memory_log`): with the model's own mention detection, a token
-  is a mention when it writes a cell with at least `mention_threshold` (the pipeline's rule, `token_entities`), a
+  is a mention when it writes the memory with at least `mention_threshold` (the pipeline's rule, `token_entities`), a
   word takes the entity of its first such token, and a run of consecutive words of one entity is one mention. With
   gold mentions, every gold mention takes the entity its anchor writes to, whatever the threshold.
 
@@ -33,9 +33,17 @@ import datasets
 import numpy as np
 import torch
 
-from ...models._shared.coreference_links import IGNORE_INDEX, LINK_NEGATIVE, LINK_POSITIVE, LINK_SELF
+from ...models._shared.coreference_links import (
+    IGNORE_INDEX,
+    LINK_NEGATIVE,
+    LINK_POSITIVE,
+    LINK_SELF,
+    MENTION_INSIDE,
+    MENTION_NEW_ENTITY,
+    MENTION_OUTSIDE,
+)
 from .conll import CorefDocument
-from .pipeline import token_entities
+from .pipeline import mention_strength, token_entities
 
 __all__ = ["clusters_from_memory_log", "conll_coreference_examples", "mention_owners"]
 
@@ -164,8 +172,10 @@ def _example(
 
     owners = mention_owners(document)
     token_owner = np.array([owners[word] if word >= 0 else -1 for word in positioned_words])
-    pairs, labels = _link_pairs(document, token_owner, negatives_per_mention, antecedents)
-    mention_targets = np.where(token_owner >= 0, 1, 0)
+    anchors = _anchors(document, token_owner)
+    pairs, labels = _link_pairs(anchors, negatives_per_mention, antecedents)
+    mention_targets = np.where(token_owner >= 0, MENTION_INSIDE, MENTION_OUTSIDE)
+    mention_targets[_first_mention_anchors(anchors)] = MENTION_NEW_ENTITY
     mention_targets[np.asarray(special, dtype=bool)] = IGNORE_INDEX
     return {
         "input_ids": input_ids,
@@ -178,20 +188,36 @@ def _example(
     }
 
 
+def _anchors(document: CorefDocument, token_owner: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """(anchor token, cluster, owned tokens) of every mention with a token in this row, in token order."""
+    anchors = []
+    for mention in np.unique(token_owner[token_owner >= 0]):
+        owned = np.flatnonzero(token_owner == mention)
+        anchors.append((int(owned[0]), document.mentions[mention][2], owned))
+    return sorted(anchors, key=lambda anchor: anchor[0])
+
+
+def _first_mention_anchors(anchors: list[tuple[int, int, np.ndarray]]) -> list[int]:
+    """The anchor of the first mention (in this row) of every entity: where the memory should overwrite."""
+    seen: set[int] = set()
+    first = []
+    for token, cluster, _ in anchors:
+        if cluster not in seen:
+            seen.add(cluster)
+            first.append(token)
+    return first
+
+
 def _link_pairs(
-    document: CorefDocument, token_owner: np.ndarray, negatives_per_mention: int, antecedents: str
+    anchors: list[tuple[int, int, np.ndarray]], negatives_per_mention: int, antecedents: str
 ) -> tuple[list[list[int]], list[int]]:
     """Self, positive and negative token pairs of the mentions whose tokens lie in this row."""
     pairs: list[list[int]] = []
     labels: list[int] = []
-    anchors: list[tuple[int, int]] = []  # (anchor token, cluster) in token order
-    for mention in np.unique(token_owner[token_owner >= 0]):
-        owned = np.flatnonzero(token_owner == mention)
-        anchor = int(owned[0])
-        anchors.append((anchor, document.mentions[mention][2]))
+    for anchor, _, owned in anchors:
         pairs.extend([anchor, int(token)] for token in owned[1:])
         labels.extend([LINK_SELF] * (len(owned) - 1))
-    anchors.sort()
+    anchors = [(anchor, cluster) for anchor, cluster, _ in anchors]
     for later, (anchor, cluster) in enumerate(anchors):
         others, found_antecedent = 0, False
         for earlier in range(later - 1, -1, -1):
@@ -217,6 +243,7 @@ def clusters_from_memory_log(
     coref_probs: torch.Tensor | np.ndarray,
     mention_threshold: float = 0.5,
     gold_mentions: bool = False,
+    write_strength: torch.Tensor | np.ndarray | None = None,
 ) -> CorefDocument:
     """The entities a memory model found in one document, as a `CorefDocument` of the same words.
 
@@ -225,9 +252,12 @@ def clusters_from_memory_log(
         word_ids: The word of every token of the model's input, -1 for special tokens (`conll_coreference_examples`
             with ``chunk_length=None``).
         overwrite_probs, coref_probs: `(tokens, cells)` memory log of the whole document (padding removed).
-        mention_threshold: A token is a mention when its largest overwrite + coref reaches this (own mentions).
+        mention_threshold: A token is a mention when its write (overwrite + coref summed over cells,
+            `mention_strength`) reaches this (own mentions); it goes to the cell it writes most.
         gold_mentions: Cluster the gold mentions instead: each takes the entity its anchor (first owned token)
             writes to; a mention without a token of its own (a duplicate span) becomes a singleton.
+        write_strength: `(tokens,)` write of every token when the log holds only the written cell (as
+            `keep_memory_decisions` keeps it); None computes it from the log.
 
     Returns:
         The response document: mentions ``(first_word, last_word, entity)``.
@@ -242,7 +272,9 @@ def clusters_from_memory_log(
         )
     if gold_mentions:
         return _cluster_gold_mentions(document, word_ids, overwrite, coref)
-    strength = (overwrite + coref).max(dim=-1).values.tolist()
+    if write_strength is None:
+        write_strength = mention_strength(overwrite, coref)
+    strength = torch.as_tensor(np.asarray(write_strength, dtype=np.float32)).tolist()
     is_mention = [word >= 0 and value >= mention_threshold for word, value in zip(word_ids, strength)]
     entities = token_entities(overwrite, coref, is_mention)
     word_entity: dict[int, int] = {}

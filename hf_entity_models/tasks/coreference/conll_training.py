@@ -38,6 +38,7 @@ from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_pro
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference
 from .conll_examples import clusters_from_memory_log, conll_coreference_examples
+from .pipeline import mention_strength
 from .conll_metrics import score_coreference
 from .features import cache_encoder_features, uses_frozen_encoder
 from .training import gap_training_arguments, gap_training_recipe
@@ -90,17 +91,18 @@ _OUTPUTS_NOT_NEEDED = [
 
 
 def keep_memory_decisions(logits: Any, labels: Any) -> torch.Tensor:
-    """`preprocess_logits_for_metrics`: per token, the cell written most and its overwrite and coref, `(B, T, 3)`.
-
-    All the cluster decoding reads (`token_entities`), at a tenth of the memory log's size for 10 cells.
+    """`preprocess_logits_for_metrics`: per token, the cell written most, its overwrite and coref, and the token's
+    whole write (`mention_strength`), `(B, T, 4)`: all the cluster decoding reads, a fifth of the memory log for 10
+    cells.
     """
     overwrite, coref = logits[0], logits[1]
     cell = (overwrite + coref).argmax(dim=-1, keepdim=True)
-    return torch.cat([cell.to(overwrite.dtype), overwrite.gather(-1, cell), coref.gather(-1, cell)], dim=-1)
+    strength = mention_strength(overwrite, coref).unsqueeze(-1)
+    return torch.cat([cell.to(overwrite.dtype), overwrite.gather(-1, cell), coref.gather(-1, cell), strength], dim=-1)
 
 
-def _log_from_decisions(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A memory log with only the written cell of every token filled (what `keep_memory_decisions` kept)."""
+def _log_from_decisions(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A memory log with only the written cell of every token filled, and every token's whole write."""
     cells = decisions[:, 0].astype(np.int64)
     width = int(cells.max(initial=0)) + 1
     overwrite = np.zeros((len(decisions), width), dtype=np.float32)
@@ -108,7 +110,7 @@ def _log_from_decisions(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = np.arange(len(decisions))
     overwrite[rows, cells] = decisions[:, 1]
     coref[rows, cells] = decisions[:, 2]
-    return overwrite, coref
+    return overwrite, coref, decisions[:, 3]
 
 
 class ConllMetrics:
@@ -136,13 +138,13 @@ class ConllMetrics:
         return self.score(prediction.predictions)
 
     def score(self, decisions: Any) -> dict[str, float]:
-        """Metrics of the per-token decisions `(documents, tokens, 3)` (`keep_memory_decisions`, padded)."""
+        """Metrics of the per-token decisions `(documents, tokens, 4)` (`keep_memory_decisions`, padded)."""
         logs = self._logs(decisions)
         thresholds = MENTION_THRESHOLDS if self.threshold is None else (self.threshold,)
         best: dict[str, float] | None = None
         for threshold in thresholds:
             responses = [
-                clusters_from_memory_log(document, ids, *log, mention_threshold=threshold)
+                clusters_from_memory_log(document, ids, *log[:2], mention_threshold=threshold, write_strength=log[2])
                 for document, ids, log in zip(self.documents, self.word_ids, logs)
             ]
             metrics = _summary(score_coreference(self.documents, responses))
@@ -151,17 +153,17 @@ class ConllMetrics:
             if best is None or metrics["conll_f1"] > best["conll_f1"]:
                 best = metrics
         gold = [
-            clusters_from_memory_log(document, ids, *log, gold_mentions=True)
+            clusters_from_memory_log(document, ids, *log[:2], gold_mentions=True)
             for document, ids, log in zip(self.documents, self.word_ids, logs)
         ]
         best["gold_conll_f1"] = score_coreference(self.documents, gold)["conll_f1"]
         return best
 
-    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         decisions = np.asarray(decisions[0] if isinstance(decisions, (tuple, list)) else decisions)
         if decisions.ndim != 3 or decisions.shape[0] != len(self.documents):
             raise ValueError(
-                f"Expected decisions of shape ({len(self.documents)}, tokens, 3), got {decisions.shape}; evaluate "
+                f"Expected decisions of shape ({len(self.documents)}, tokens, 4), got {decisions.shape}; evaluate "
                 "on whole documents, in the order of the documents given to ConllMetrics."
             )
         logs = []
@@ -254,7 +256,10 @@ def conll_responses(
     decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
     logs = ConllMetrics(documents, word_ids)._logs(decisions)
     return [
-        clusters_from_memory_log(document, ids, *log, mention_threshold=mention_threshold, gold_mentions=gold_mentions)
+        clusters_from_memory_log(
+            document, ids, *log[:2], mention_threshold=mention_threshold, gold_mentions=gold_mentions,
+            write_strength=log[2],
+        )  # fmt: skip
         for document, ids, log in zip(documents, word_ids, logs)
     ]
 
@@ -268,6 +273,7 @@ def train_on_conll(
     cache_dir: str | os.PathLike | None = None,
     chunk_length: int | None = 512,
     negatives_per_mention: int = 20,
+    antecedents: str | None = None,
     early_stopping_patience: int | None = 5,
     dataset: str = "litbank",
     dataset_name: str | None = "LitBank",
@@ -286,6 +292,8 @@ def train_on_conll(
         cache_dir: Folder for cached encoder features (None keeps them in memory).
         chunk_length: Tokens per training row (None: whole documents). Validation always reads whole documents.
         negatives_per_mention: Earlier other-entity mentions each mention is paired with as a negative.
+        antecedents: Positive pairs with the `"nearest"` or `"all"` earlier mentions of the entity (None: the
+            model's own, `CONLL_ANTECEDENTS`).
         early_stopping_patience: Epochs without a better validation CoNLL F1 before stopping.
         dataset / dataset_name: Id and display name the scores are recorded under (model card).
         report_source: Documents scored once, at the threshold and epoch chosen on validation.
@@ -300,7 +308,8 @@ def train_on_conll(
             "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
         )
     train_documents, validation_documents = _documents(train_source), _documents(validation_source)
-    antecedents = CONLL_ANTECEDENTS.get(getattr(model.config, "model_type", None), "nearest")
+    if antecedents is None:
+        antecedents = CONLL_ANTECEDENTS.get(getattr(model.config, "model_type", None), "nearest")
     train_rows = conll_coreference_examples(
         train_documents, tokenizer, chunk_length, negatives_per_mention, antecedents
     )

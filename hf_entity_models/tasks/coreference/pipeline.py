@@ -43,7 +43,7 @@ class CoreferencePipeline(Pipeline):
     * **clusters** (default): ``pipe(text)`` returns ``{"clusters": [[mention, ...], ...]}``, the entities the
       memory found, each mention a dict with character ``start``, ``end`` and ``text`` into the input string (the
       string as given: decomposed accents, e.g. ``"Zoe\\u0301"``, stay in the mention of their letter). A
-      token is a mention when the memory writes it to a cell (overwrite + coref) with at least
+      token is a mention when the memory writes it (overwrite + coref, summed over cells) with at least
       ``mention_threshold`` (default: ``model.config.mention_threshold``, chosen on validation by
       `train_on_conll`, else 0.5); an overwrite starts a new entity in that cell, a coref joins the cell's entity.
       With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`); it has a
@@ -402,7 +402,7 @@ def _clusters(
     mention_threshold: float,
 ) -> list[list[dict[str, Any]]]:
     """Entities from the memory log: overwrite starts an entity in a cell, coref joins the cell's entity."""
-    strength = (log["overwrite"] + log["coref"]).max(dim=-1).values.tolist()
+    strength = mention_strength(log["overwrite"], log["coref"]).tolist()
     is_mention = [not special[token] and value >= mention_threshold for token, value in enumerate(strength)]
     token_entity = token_entities(log["overwrite"], log["coref"], is_mention)
 
@@ -420,6 +420,14 @@ def _clusters(
     return [mentions for mentions in clusters.values() if mentions]
 
 
+def mention_strength(overwrite_probs: torch.Tensor, coref_probs: torch.Tensor) -> torch.Tensor:
+    """How much a token writes to the memory in all: overwrite + coref summed over cells (PeTra: its e_t).
+
+    A token is a mention when this reaches the mention threshold, however its write is split between cells.
+    """
+    return (overwrite_probs + coref_probs).sum(dim=-1)
+
+
 def token_entities(
     overwrite_probs: torch.Tensor, coref_probs: torch.Tensor, is_mention: Sequence[bool]
 ) -> list[int | None]:
@@ -429,9 +437,9 @@ def token_entities(
     its overwrite is at least its coref there (or the cell holds no entity yet), else it joins the cell's entity.
     Other tokens get None. `overwrite_probs` and `coref_probs` are `(tokens, cells)` of one document.
     """
-    written = overwrite_probs + coref_probs
-    cells = written.argmax(dim=-1).tolist()
-    starts_entity = (overwrite_probs >= coref_probs).gather(-1, written.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    chosen_cells = (overwrite_probs + coref_probs).argmax(dim=-1, keepdim=True)
+    cells = chosen_cells.squeeze(-1).tolist()
+    starts_entity = (overwrite_probs >= coref_probs).gather(-1, chosen_cells).squeeze(-1)
     entity_in_cell: dict[int, int] = {}
     entities: list[int | None] = []
     entities_started = 0
