@@ -28,6 +28,8 @@ from hf_entity_models import PetraForCoreference, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import read_conll_coreference
 from hf_entity_models.tasks.coreference.conll_metrics import score_coreference
 from hf_entity_models.tasks.coreference.conll_training import (
+    CONLL_BATCH_SIZE,
+    CONLL_CHUNK_LENGTH,
     CONLL_CONFIG_DEFAULTS,
     conll_evaluation_trainer,
     evaluate_conll,
@@ -46,9 +48,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tag", default=None, help="name of this row in the results file (default: the model)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--chunk-length", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--negatives", type=int, default=20, help="negative pairs per mention")
+    parser.add_argument("--chunk-length", type=int, default=CONLL_CHUNK_LENGTH)
+    parser.add_argument("--batch-size", type=int, default=CONLL_BATCH_SIZE)
+    parser.add_argument("--negatives", type=int, default=5, help="negative pairs per mention")
     parser.add_argument("--antecedents", choices=("nearest", "all"), default=None, help="default: the model's own")
     parser.add_argument("--train-books", type=int, default=60, help="train on the first N training books (pilots)")
     parser.add_argument("--selection-books", type=int, default=10, help="select on the first N selection books")

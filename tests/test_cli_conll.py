@@ -222,3 +222,12 @@ def test_evaluate_conll_errors_are_one_line(argv, message, trained, forcereader_
     assert status == 1 and out == ""
     assert message in error_line(err, "evaluate")
     assert data["validation"].read_text() == before
+
+
+def test_the_cli_defaults_are_train_on_conlls():
+    from hf_entity_models.cli import coreference as cli
+    from hf_entity_models.tasks.coreference import conll_training
+
+    assert (cli.CONLL_BATCH_SIZE, cli.CONLL_CHUNK_LENGTH) == (
+        conll_training.CONLL_BATCH_SIZE, conll_training.CONLL_CHUNK_LENGTH
+    )

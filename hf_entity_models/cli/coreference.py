@@ -29,11 +29,12 @@ from .training import (
 MODEL_NAMES = {"petra": "PeTra", "refreader": "Referential Reader"}
 # What the built-in corpus uses when only --synthetic N is given: a quarter as many validation rows.
 SYNTHETIC_VALIDATION_SHARE = 4
-# Schedule defaults that depend on the data: GAP rows, or chunks of CoNLL documents (`train_on_conll`'s own defaults:
-# a chunk holds up to 512 tokens, and a CoNLL epoch, which reads every validation document whole, is long).
-GAP_BATCH_SIZE, CONLL_BATCH_SIZE = 32, 16
+# Schedule defaults that depend on the data: GAP rows, or chunks of CoNLL documents (`train_on_conll`'s own defaults,
+# written here so that `--help` does not import torch; a test checks they agree; a CoNLL epoch, which reads every
+# validation document whole, is long).
+GAP_BATCH_SIZE, CONLL_BATCH_SIZE = 32, 8
 GAP_PATIENCE, CONLL_PATIENCE = 15, 5
-CONLL_CHUNK_LENGTH = 512
+CONLL_CHUNK_LENGTH = 256
 # Without --validation, the last tenth of the --conll documents (at least one) is held out for selection.
 CONLL_HELD_OUT_SHARE = 10
 # Options of GAP-format or built-in data that training on --conll does not read (argparse destination -> option).

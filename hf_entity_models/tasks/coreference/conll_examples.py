@@ -74,7 +74,7 @@ def conll_coreference_examples(
     documents: Sequence[CorefDocument],
     tokenizer: Any,
     chunk_length: int | None = None,
-    negatives_per_mention: int = 20,
+    negatives_per_mention: int = 5,
     antecedents: str = "nearest",
 ) -> datasets.Dataset:
     """Model inputs with dense coreference supervision for every document (or chunk of one).
