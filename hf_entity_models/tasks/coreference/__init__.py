@@ -1,9 +1,22 @@
 """Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring; CoNLL-2012
-coreference files (`read_conll_coreference`, `write_conll_coreference`) and their metrics (`score_coreference`)."""
+coreference files (`read_conll_coreference`, `write_conll_coreference`), their metrics (`score_coreference`),
+whole-document training and clusters (`train_on_conll`, `conll_responses`) and a rule baseline
+(`rule_baseline_clusters`)."""
 
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference, write_conll_coreference
+from .conll_examples import clusters_from_memory_log, conll_coreference_examples
 from .conll_metrics import CONLL_METRICS, score_coreference
+from .conll_training import (
+    CONLL_CONFIG_DEFAULTS,
+    ConllMetrics,
+    ConllTrainingResult,
+    conll_evaluation_trainer,
+    conll_responses,
+    evaluate_conll,
+    mention_scores,
+    train_on_conll,
+)
 from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
 from .gap import (
     GAP_COLUMNS,
@@ -35,6 +48,7 @@ from .metrics import (
 )
 from .pipeline import CoreferencePipeline
 from .plots import plot_memory_log
+from .rule_baseline import rule_baseline_clusters, rule_mentions
 from .synthetic import (
     PEOPLE_CORPUS_ID,
     PEOPLE_CORPUS_NAME,
@@ -59,7 +73,10 @@ from .training import (
 
 __all__ = [
     "BinaryCounts",
+    "CONLL_CONFIG_DEFAULTS",
     "CONLL_METRICS",
+    "ConllMetrics",
+    "ConllTrainingResult",
     "CorefDocument",
     "CachedFeatureDataset",
     "CoreferenceCollator",
@@ -80,10 +97,15 @@ __all__ = [
     "ThresholdSweep",
     "build_gap_trainer",
     "build_link_pairs",
+    "clusters_from_memory_log",
+    "conll_coreference_examples",
+    "conll_evaluation_trainer",
+    "conll_responses",
     "cache_encoder_features",
     "char_span_to_token_span",
     "count_unique_people",
     "encoder_features_fingerprint",
+    "evaluate_conll",
     "gap_gold",
     "gap_link_scheme",
     "gap_training_arguments",
@@ -93,12 +115,15 @@ __all__ = [
     "generate_people_stories",
     "keep_candidate_scores",
     "load_gap",
+    "mention_scores",
     "plot_memory_log",
     "prepare_gap_dataset",
     "pronoun_gender",
     "read_conll_coreference",
     "read_gap_gold",
     "read_people_counts",
+    "rule_baseline_clusters",
+    "rule_mentions",
     "score_coreference",
     "score_gap",
     "score_gap_at_threshold",
@@ -106,6 +131,7 @@ __all__ = [
     "select_counting_threshold",
     "sweep_threshold",
     "threshold_grid",
+    "train_on_conll",
     "train_on_gap",
     "tune_threshold",
     "write_conll_coreference",
