@@ -100,14 +100,13 @@ def mention_detection_loss(
       mentions merged into a few cells.
 
     Args:
-        entity_probs: `(B, T)` probability that the token is part of an entity mention (PeTra's e_t, the
-            Referential Reader's entity gate).
+        entity_probs: `(B, T)` probability that the token is part of an entity mention (e_t, or an entity gate).
         mention_targets: `(B, T)` `MENTION_OUTSIDE` (0), `MENTION_INSIDE` (1), `MENTION_NEW_ENTITY` (2), or -100
             where not scored (special tokens, padding).
-        overwrite_probs, coref_probs: `(B, T, N)` the memory log (the Referential Reader's update gates as coref).
-        reduction: `"mean"` over the scored tokens of the batch (PeTra, whose link loss is a weighted mean) or
-            `"sum_per_document"`, summed over each document's tokens and averaged over documents (the Referential
-            Reader, whose link loss sums over each document's pairs). 0 when no token is scored.
+        overwrite_probs, coref_probs: `(B, T, N)` the memory log (update gates count as coref).
+        reduction: `"mean"` over the scored tokens of the batch (for a model whose link loss is a weighted mean)
+            or `"sum_per_document"`, summed over each document's tokens and averaged over documents (for a link loss
+            summed over each document's pairs). 0 when no token is scored.
     """
     if mention_targets.shape != entity_probs.shape:
         raise ValueError(
