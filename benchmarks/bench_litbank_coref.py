@@ -104,9 +104,8 @@ def zero_shot_row(args, split, tokenizer) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         trainer = conll_evaluation_trainer(model, tokenizer, folder)
         selection = evaluate_conll(trainer, split["selection"], tokenizer, cache_dir=args.cache_dir)
-        report = evaluate_conll(
-            trainer, split["report"], tokenizer, selection["mention_threshold"], cache_dir=args.cache_dir
-        )
+        chosen = (selection["mention_threshold"], selection["new_entity_threshold"])
+        report = evaluate_conll(trainer, split["report"], tokenizer, chosen, cache_dir=args.cache_dir)
     return {"checkpoint": args.zero_shot, "selection": selection, "report": report}
 
 

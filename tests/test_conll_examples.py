@@ -202,3 +202,19 @@ def test_train_on_conll_end_to_end(tokenizer, tmp_path):
     assert {("validation", "conll_f1"), ("test", "conll_f1"), ("test", "gold_conll_f1")} <= recorded
     losses = [entry["loss"] for entry in result.trainer.state.log_history if "loss" in entry]
     assert len(losses) == 2 and losses[1] < losses[0]
+
+
+def test_the_new_entity_threshold_decides_by_the_overwrite_share():
+    from hf_entity_models.tasks.coreference.pipeline import token_entities
+
+    # token 0 starts an entity in cell 0; token 1 overwrites 0.3 (cell 1) and corefers 0.2 (cell 0), token 2
+    # overwrites 0.1 (cell 1) and corefers 0.6 (cell 0)
+    overwrite = torch.tensor([[0.9, 0.0], [0.0, 0.3], [0.0, 0.1]])
+    coref = torch.tensor([[0.0, 0.0], [0.2, 0.0], [0.6, 0.0]])
+    mentions = [True, True, True]
+    # default rule: the cell written most; token 1 writes cell 1 most (0.3) and overwrites there: a new entity
+    assert token_entities(overwrite, coref, mentions) == [0, 1, 0]
+    # share 0.3 / 0.5 = 0.6 for token 1, 0.1 / 0.7 for token 2
+    assert token_entities(overwrite, coref, mentions, new_entity_threshold=0.7) == [0, 0, 0]
+    assert token_entities(overwrite, coref, mentions, new_entity_threshold=0.5) == [0, 1, 0]
+    assert token_entities(overwrite, coref, mentions, new_entity_threshold=0.1) == [0, 1, 2]

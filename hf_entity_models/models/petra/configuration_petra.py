@@ -90,6 +90,10 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         mention_threshold (`float`, *optional*, defaults to 0.5):
             Smallest write (overwrite + coref) that makes a token a mention when `pipeline("coreference")` builds
             clusters; `train_on_conll` chooses it on validation documents and stores it here.
+        new_entity_threshold (`float`, *optional*):
+            When set, a mention token starts a new entity in the clusters of `pipeline("coreference")` when the
+            overwrite share of its write reaches it (else it joins the cell it corefers with most); None keeps the
+            rule "overwrite >= coref in the cell written most". `train_on_conll` chooses it on validation documents.
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of linear layers (with `linear_init="normal"`).
         coref_loss (`str`, *optional*, defaults to `"cross_entropy"`):
@@ -183,6 +187,7 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
     mention_threshold: float | int = 0.5
+    new_entity_threshold: float | int | None = None
     initializer_range: float = 0.02
     coref_loss: str = "cross_entropy"
     coref_update_mlp: str = "mlp"
@@ -240,6 +245,10 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
         _require(
             0.0 <= self.mention_threshold <= 1.0,
             f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
+        )
+        _require(
+            self.new_entity_threshold is None or 0.0 <= self.new_entity_threshold <= 1.0,
+            f"new_entity_threshold is a share in [0, 1] or None, got {self.new_entity_threshold}.",
         )
         for name, choices in (
             ("coref_loss", COREF_LOSSES),

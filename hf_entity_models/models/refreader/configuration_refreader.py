@@ -95,6 +95,10 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
         mention_threshold (`float`, *optional*, defaults to 0.5):
             Smallest write (overwrite + coref) that makes a token a mention when `pipeline("coreference")` builds
             clusters; `train_on_conll` chooses it on validation documents and stores it here.
+        new_entity_threshold (`float`, *optional*):
+            When set, a mention token starts a new entity in the clusters of `pipeline("coreference")` when the
+            overwrite share of its write reaches it (else it joins the cell it corefers with most); None keeps the
+            rule "overwrite >= coref in the cell written most". `train_on_conll` chooses it on validation documents.
         pad_token_id (`int`, *optional*, defaults to 0):
             Padding id of the incremental reader's vocabulary (BERT's `[PAD]`).
         bos_token_id (`int`, *optional*):
@@ -157,6 +161,7 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
     gumbel_temperature: float | int = 1.0
     coref_threshold: float | int = 0.5
     mention_threshold: float | int = 0.5
+    new_entity_threshold: float | int | None = None
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -232,6 +237,10 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
         _require(
             0.0 <= self.mention_threshold <= 1.0,
             f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
+        )
+        _require(
+            self.new_entity_threshold is None or 0.0 <= self.new_entity_threshold <= 1.0,
+            f"new_entity_threshold is a share in [0, 1] or None, got {self.new_entity_threshold}.",
         )
         if self.pad_token_id is not None:
             _require(

@@ -244,6 +244,8 @@ def clusters_from_memory_log(
     mention_threshold: float = 0.5,
     gold_mentions: bool = False,
     write_strength: torch.Tensor | np.ndarray | None = None,
+    entities_from: str = "tokens",
+    new_entity_threshold: float | None = None,
 ) -> CorefDocument:
     """The entities a memory model found in one document, as a `CorefDocument` of the same words.
 
@@ -258,6 +260,11 @@ def clusters_from_memory_log(
             writes to; a mention without a token of its own (a duplicate span) becomes a singleton.
         write_strength: `(tokens,)` write of every token when the log holds only the written cell (as
             `keep_memory_decisions` keeps it); None computes it from the log.
+        entities_from: With the model's own mentions: `"tokens"`, every mention token moves the entities in the
+            memory's cells as it reads (the pipeline's rule); `"anchors"`, the mentions are found that way, then
+            their entities decided from their anchors alone, as gold mentions are.
+        new_entity_threshold: How a token decides between a new entity and a cell's entity (`token_entities`):
+            None, overwrite >= coref in the cell written most; a number, the overwrite share of its write reaches it.
 
     Returns:
         The response document: mentions ``(first_word, last_word, entity)``.
@@ -271,21 +278,44 @@ def clusters_from_memory_log(
             f"input had {len(word_ids)} tokens; pass the log of the whole document without padding."
         )
     if gold_mentions:
-        return _cluster_gold_mentions(document, word_ids, overwrite, coref)
+        return _cluster_gold_mentions(document, word_ids, overwrite, coref, new_entity_threshold)
     if write_strength is None:
         write_strength = mention_strength(overwrite, coref)
     strength = torch.as_tensor(np.asarray(write_strength, dtype=np.float32)).tolist()
     is_mention = [word >= 0 and value >= mention_threshold for word, value in zip(word_ids, strength)]
-    entities = token_entities(overwrite, coref, is_mention)
+    entities = token_entities(overwrite, coref, is_mention, new_entity_threshold)
     word_entity: dict[int, int] = {}
     for word, entity in zip(word_ids, entities):
         if entity is not None and word not in word_entity:
             word_entity[word] = entity
-    return CorefDocument(document.name, document.part, document.words, _nested_mentions(document.words, word_entity))
+    mentions = _nested_mentions(document.words, word_entity)
+    if entities_from == "anchors":
+        mentions = _entities_of_anchors(mentions, word_ids, overwrite, coref, new_entity_threshold)
+    return CorefDocument(document.name, document.part, document.words, [mention[:3] for mention in mentions])
 
 
-def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
-    """Mentions from the entity of every word, nesting restored where the token labels flattened it.
+def _entities_of_anchors(
+    mentions: list[tuple[int, int, int, int]],
+    word_ids: list[int],
+    overwrite: torch.Tensor,
+    coref: torch.Tensor,
+    new_entity_threshold: float | None,
+) -> list[tuple[int, int, int, int]]:
+    """The mentions' entities decided again from their anchors alone (the first token of each mention's own run),
+    as gold mentions are clustered: the other tokens of a mention no longer move entities between cells."""
+    first_token: dict[int, int] = {}
+    for token, word in enumerate(word_ids):
+        if word >= 0:
+            first_token.setdefault(word, token)
+    anchors = {first_token[mention[3]] for mention in mentions}
+    is_anchor = [token in anchors for token in range(len(word_ids))]
+    entities = token_entities(overwrite, coref, is_anchor, new_entity_threshold)
+    return [(first, last, entities[first_token[head]], head) for first, last, _, head in mentions]
+
+
+def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int, int]]:
+    """Mentions ``(first, last, entity, head)`` from the entity of every word, nesting restored where the token
+    labels flattened it; `head` is the first word of the mention's own first run (its anchor's word).
 
     A word carries one entity, the innermost mention's (as in training), so an outer mention shows as its own runs
     around or after the inner ones. In a block of mention words without a gap: an entity with several runs is one
@@ -293,18 +323,16 @@ def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tupl
     genitive (a run ending in a possessive determiner, or a run starting with ``'s``) starts at the genitive
     (``[[her] sister]``, ``[[Sir Walter] 's daughter]``; English).
     """
-    runs = _runs_of_words(word_entity)
     mentions = []
-    for block in _contiguous_blocks(runs):
+    for block in _contiguous_blocks(_runs_of_words(word_entity)):
         spans: dict[int, list[int]] = {}
         for index, (first, last, entity) in enumerate(block):
+            head = first
             if index and _follows_genitive(words, block[index - 1], first):
                 first = block[index - 1][0]
-            span = spans.setdefault(entity, [first, last])
+            span = spans.setdefault(entity, [first, last, head])
             span[0], span[1] = min(span[0], first), max(span[1], last)
-        inner = [(first, last, entity) for first, last, entity in block if spans[entity] != [first, last]]
-        mentions.extend((first, last, entity) for entity, (first, last) in spans.items())
-        mentions.extend(run for run in inner if not _inside_merged(run, spans))
+        mentions.extend((first, last, entity, head) for entity, (first, last, head) in spans.items())
     return mentions
 
 
@@ -314,12 +342,6 @@ _GENITIVE_MARKS = {"'s", "’s", "'", "’"}
 
 def _follows_genitive(words: list[str], previous_run: tuple[int, int, int], first: int) -> bool:
     return words[previous_run[1]].lower() in _POSSESSIVES or words[first].lower() in _GENITIVE_MARKS
-
-
-def _inside_merged(run: tuple[int, int, int], spans: dict[int, list[int]]) -> bool:
-    """Whether the run is a piece of its own entity's merged span (then it is not a mention of its own)."""
-    first, last = spans[run[2]]
-    return first <= run[0] and run[1] <= last
 
 
 def _runs_of_words(word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -346,7 +368,11 @@ def _contiguous_blocks(runs: list[tuple[int, int, int]]) -> list[list[tuple[int,
 
 
 def _cluster_gold_mentions(
-    document: CorefDocument, word_ids: list[int], overwrite: torch.Tensor, coref: torch.Tensor
+    document: CorefDocument,
+    word_ids: list[int],
+    overwrite: torch.Tensor,
+    coref: torch.Tensor,
+    new_entity_threshold: float | None,
 ) -> CorefDocument:
     owners = mention_owners(document)
     anchor_of: dict[int, int] = {}
@@ -354,7 +380,7 @@ def _cluster_gold_mentions(
         if word >= 0 and owners[word] >= 0 and owners[word] not in anchor_of:
             anchor_of[owners[word]] = token
     anchors = set(anchor_of.values())
-    entities = token_entities(overwrite, coref, [token in anchors for token in range(len(word_ids))])
+    entities = token_entities(overwrite, coref, [token in anchors for token in range(len(word_ids))], new_entity_threshold)
     next_singleton = max((e for e in entities if e is not None), default=-1) + 1
     mentions = []
     for index, (first, last, _) in enumerate(document.mentions):

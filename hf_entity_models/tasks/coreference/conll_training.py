@@ -7,10 +7,12 @@
   once;
 * evaluation reads every validation document whole (the model encodes it in windows and its memory runs over the
   whole document), turns the memory log into clusters (`clusters_from_memory_log`) and scores them with the
-  CoNLL-2012 metrics (`score_coreference`, singletons kept, as LitBank is scored); the mention threshold is swept
-  on the validation documents, and the best epoch is the one with the best CoNLL F1 there;
-* the chosen threshold is stored in `config.mention_threshold` (the pipeline's default) and the scores in
-  `config.evaluation_results` (the model card); `report_source` documents are scored once, at that threshold.
+  CoNLL-2012 metrics (`score_coreference`, singletons kept, as LitBank is scored); the mention threshold and the
+  new-entity rule are swept on the validation documents, and the best epoch is the one with the best CoNLL F1
+  there;
+* the chosen thresholds are stored in `config.mention_threshold` and `config.new_entity_threshold` (the
+  pipeline's defaults) and the scores in `config.evaluation_results` (the model card); `report_source` documents
+  are scored once, at those thresholds.
 
 Example:
 
@@ -40,7 +42,6 @@ from .conll import CorefDocument, read_conll_coreference
 from .conll_examples import clusters_from_memory_log, conll_coreference_examples
 from .conll_metrics import score_coreference
 from .features import cache_encoder_features, uses_frozen_encoder
-from .pipeline import mention_strength
 from .training import gap_training_arguments, gap_training_recipe
 
 logger = logging.get_logger(__name__)
@@ -79,8 +80,9 @@ CONLL_CONFIG_DEFAULTS = {
 CONLL_CHUNK_LENGTH, CONLL_BATCH_SIZE = 256, 8
 # Which earlier mentions of its entity a mention is a positive pair with (`conll_coreference_examples`), per model.
 CONLL_ANTECEDENTS = {"petra": "nearest", "refreader": "all"}
-# Mention thresholds swept on the validation documents.
+# Mention thresholds and new-entity rules (`token_entities`) swept on the validation documents.
 MENTION_THRESHOLDS = tuple(round(value, 2) for value in np.arange(0.05, 1.0, 0.05))
+NEW_ENTITY_THRESHOLDS = (None, 0.1, 0.2, 0.3, 0.4, 0.5)
 # Model outputs the clusters do not need: left out of evaluation so that Trainer gathers only the memory decisions.
 _OUTPUTS_NOT_NEEDED = [
     "candidate_scores",
@@ -98,87 +100,96 @@ _OUTPUTS_NOT_NEEDED = [
 
 
 def keep_memory_decisions(logits: Any, labels: Any) -> torch.Tensor:
-    """`preprocess_logits_for_metrics`: per token, the cell written most, its overwrite and coref, and the token's
-    whole write (`mention_strength`), `(B, T, 4)`: all the cluster decoding reads, a fifth of the memory log for 10
-    cells.
-    """
-    overwrite, coref = logits[0], logits[1]
-    cell = (overwrite + coref).argmax(dim=-1, keepdim=True)
-    strength = mention_strength(overwrite, coref).unsqueeze(-1)
-    return torch.cat([cell.to(overwrite.dtype), overwrite.gather(-1, cell), coref.gather(-1, cell), strength], dim=-1)
+    """`preprocess_logits_for_metrics`: the memory log the clusters are decoded from, overwrite and coref side by
+    side, `(B, T, 2N)` (the other outputs, the memory itself above all, are not gathered)."""
+    return torch.cat([logits[0], logits[1]], dim=-1)
 
 
-def _log_from_decisions(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A memory log with only the written cell of every token filled, and every token's whole write."""
-    cells = decisions[:, 0].astype(np.int64)
-    width = int(cells.max(initial=0)) + 1
-    overwrite = np.zeros((len(decisions), width), dtype=np.float32)
-    coref = np.zeros_like(overwrite)
-    rows = np.arange(len(decisions))
-    overwrite[rows, cells] = decisions[:, 1]
-    coref[rows, cells] = decisions[:, 2]
-    return overwrite, coref, decisions[:, 3]
+def _split_log(decisions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cells = decisions.shape[-1] // 2
+    return decisions[:, :cells], decisions[:, cells:]
 
 
 class ConllMetrics:
     """`compute_metrics` for whole-document coreference: CoNLL-2012 scores of the clusters the memory found.
 
     The evaluation rows must be whole documents (`conll_coreference_examples(..., chunk_length=None)`), in order.
-    With `threshold=None` the mention threshold is swept over `MENTION_THRESHOLDS` and the best CoNLL F1 reported
-    with its threshold; with a number, only that threshold is scored (a report set).
+    With `thresholds=None` the mention threshold and the new-entity rule are swept (`MENTION_THRESHOLDS` x
+    `NEW_ENTITY_THRESHOLDS`) and the best CoNLL F1 is reported with its choice; with a pair
+    `(mention_threshold, new_entity_threshold)`, only that pair is scored (a report set).
 
     Reported (percent): ``conll_f1``, ``muc_f1``, ``bcub_f1``, ``ceafe_f1``, ``lea_f1``, ``mention_f1`` /
     ``mention_recall`` / ``mention_precision`` (exact spans) with the model's own mentions; ``gold_conll_f1`` with
-    the gold mentions clustered by the model; ``mention_threshold``.
+    the gold mentions clustered by the model (same new-entity rule); ``mention_threshold`` and
+    ``new_entity_threshold`` (-1 for the rule "overwrite >= coref", None in `score`'s result).
     """
 
     def __init__(
-        self, documents: Sequence[CorefDocument], word_ids: Sequence[Sequence[int]], threshold: float | None = None
+        self,
+        documents: Sequence[CorefDocument],
+        word_ids: Sequence[Sequence[int]],
+        thresholds: tuple[float, float | None] | None = None,
     ):
         if len(documents) != len(word_ids):
             raise ValueError(f"Got {len(word_ids)} evaluation rows for {len(documents)} documents; one row each.")
         self.documents = list(documents)
         self.word_ids = [list(ids) for ids in word_ids]
-        self.threshold = threshold
+        self.thresholds = thresholds
 
     def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
-        return self.score(prediction.predictions)
+        metrics = self.score(prediction.predictions)
+        # Trainer logs numbers only.
+        return {**metrics, "new_entity_threshold": _as_number(metrics["new_entity_threshold"])}
 
     def score(self, decisions: Any) -> dict[str, float]:
-        """Metrics of the per-token decisions `(documents, tokens, 4)` (`keep_memory_decisions`, padded)."""
+        """Metrics of the memory logs `(documents, tokens, 2 x cells)` (`keep_memory_decisions`, padded)."""
         logs = self._logs(decisions)
-        thresholds = MENTION_THRESHOLDS if self.threshold is None else (self.threshold,)
-        best: dict[str, float] | None = None
-        for threshold in thresholds:
-            responses = [
-                clusters_from_memory_log(document, ids, *log[:2], mention_threshold=threshold, write_strength=log[2])
-                for document, ids, log in zip(self.documents, self.word_ids, logs)
-            ]
-            metrics = _summary(score_coreference(self.documents, responses))
+        pairs = (
+            [(m, n) for n in NEW_ENTITY_THRESHOLDS for m in MENTION_THRESHOLDS]
+            if self.thresholds is None
+            else [self.thresholds]
+        )
+        best: dict[str, Any] | None = None
+        for mention_threshold, new_entity_threshold in pairs:
+            responses = self.responses(logs, mention_threshold, new_entity_threshold)
+            metrics: dict[str, Any] = _summary(score_coreference(self.documents, responses))
             metrics.update(mention_scores(self.documents, responses))
-            metrics["mention_threshold"] = float(threshold)
+            metrics.update(mention_threshold=float(mention_threshold), new_entity_threshold=new_entity_threshold)
             if best is None or metrics["conll_f1"] > best["conll_f1"]:
                 best = metrics
-        gold = [
-            clusters_from_memory_log(document, ids, *log[:2], gold_mentions=True)
-            for document, ids, log in zip(self.documents, self.word_ids, logs)
-        ]
+        gold = self.responses(logs, None, best["new_entity_threshold"])
         best["gold_conll_f1"] = score_coreference(self.documents, gold)["conll_f1"]
         return best
 
-    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def responses(
+        self, logs: list[tuple[np.ndarray, np.ndarray]], mention_threshold: float | None, new_entity_threshold
+    ) -> list[CorefDocument]:
+        """The clusters of every document; `mention_threshold=None` clusters the gold mentions."""
+        return [
+            clusters_from_memory_log(
+                document, ids, *log, mention_threshold=mention_threshold or 0.0,
+                gold_mentions=mention_threshold is None, new_entity_threshold=new_entity_threshold,
+            )  # fmt: skip
+            for document, ids, log in zip(self.documents, self.word_ids, logs)
+        ]
+
+    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         decisions = np.asarray(decisions[0] if isinstance(decisions, (tuple, list)) else decisions)
-        if decisions.ndim != 3 or decisions.shape[0] != len(self.documents):
+        if decisions.ndim != 3 or decisions.shape[0] != len(self.documents) or decisions.shape[-1] % 2:
             raise ValueError(
-                f"Expected decisions of shape ({len(self.documents)}, tokens, 4), got {decisions.shape}; evaluate "
-                "on whole documents, in the order of the documents given to ConllMetrics."
+                f"Expected memory logs of shape ({len(self.documents)}, tokens, 2 x cells), got {decisions.shape}; "
+                "evaluate on whole documents, in the order of the documents given to ConllMetrics."
             )
         logs = []
         for row, ids in enumerate(self.word_ids):
             if decisions.shape[1] < len(ids):
                 raise ValueError(f"Row {row} has {decisions.shape[1]} token decisions for {len(ids)} tokens.")
-            logs.append(_log_from_decisions(decisions[row, : len(ids)]))
+            logs.append(_split_log(decisions[row, : len(ids)]))
         return logs
+
+
+def _as_number(new_entity_threshold: float | None) -> float:
+    return -1.0 if new_entity_threshold is None else float(new_entity_threshold)
 
 
 def _summary(scores: dict[str, Any]) -> dict[str, float]:
@@ -254,21 +265,21 @@ def conll_responses(
 ) -> list[CorefDocument]:
     """The clusters the trainer's model finds in every document (`clusters_from_memory_log`), as response documents.
 
-    `mention_threshold` defaults to the model's `config.mention_threshold` (chosen by `train_on_conll`); with
-    `gold_mentions=True` the gold mentions are clustered instead. Score them with `score_coreference(documents,
-    responses)` or write them with `write_conll_coreference`.
+    `mention_threshold` defaults to the model's `config.mention_threshold`, and the new-entity rule is the model's
+    `config.new_entity_threshold` (both chosen by `train_on_conll`); with `gold_mentions=True` the gold mentions are
+    clustered instead. Score them with `score_coreference(documents, responses)` or write them with
+    `write_conll_coreference`.
     """
+    config = trainer.model.config
     if mention_threshold is None:
-        mention_threshold = float(getattr(trainer.model.config, "mention_threshold", 0.5))
+        mention_threshold = float(getattr(config, "mention_threshold", 0.5))
     decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
-    logs = ConllMetrics(documents, word_ids)._logs(decisions)
-    return [
-        clusters_from_memory_log(
-            document, ids, *log[:2], mention_threshold=mention_threshold, gold_mentions=gold_mentions,
-            write_strength=log[2],
-        )  # fmt: skip
-        for document, ids, log in zip(documents, word_ids, logs)
-    ]
+    metrics = ConllMetrics(documents, word_ids)
+    return metrics.responses(
+        metrics._logs(decisions),
+        None if gold_mentions else mention_threshold,
+        getattr(config, "new_entity_threshold", None),
+    )
 
 
 def train_on_conll(
@@ -352,12 +363,12 @@ def train_on_conll(
     trainer.train(ignore_keys_for_eval=_OUTPUTS_NOT_NEEDED)
     validation_metrics = evaluate_conll(trainer, validation_documents, tokenizer, cache_dir=cache_dir)
     model.config.mention_threshold = validation_metrics["mention_threshold"]
+    model.config.new_entity_threshold = validation_metrics["new_entity_threshold"]
     _record_conll_scores(model.config, validation_metrics, dataset, dataset_name, "validation")
     report_metrics = None
     if report_source is not None:
-        report_metrics = evaluate_conll(
-            trainer, _documents(report_source), tokenizer, validation_metrics["mention_threshold"], cache_dir
-        )
+        chosen = (validation_metrics["mention_threshold"], validation_metrics["new_entity_threshold"])
+        report_metrics = evaluate_conll(trainer, _documents(report_source), tokenizer, chosen, cache_dir)
         _record_conll_scores(model.config, report_metrics, dataset, dataset_name, report_split)
     return ConllTrainingResult(trainer, validation_metrics, report_metrics, timer.epoch_seconds)
 
@@ -380,12 +391,13 @@ def evaluate_conll(
     trainer: Trainer,
     documents: Sequence[CorefDocument],
     tokenizer: Any,
-    mention_threshold: float | None = None,
+    thresholds: tuple[float, float | None] | None = None,
     cache_dir: str | os.PathLike | None = None,
-) -> dict[str, float]:
-    """`ConllMetrics` of the trainer's model on whole documents (threshold swept when `mention_threshold` is None)."""
+) -> dict[str, Any]:
+    """`ConllMetrics` of the trainer's model on whole documents: at `thresholds` (mention threshold, new-entity
+    threshold), or with both swept when None (then the result says which were best)."""
     decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
-    return ConllMetrics(documents, word_ids, mention_threshold).score(decisions)
+    return ConllMetrics(documents, word_ids, thresholds).score(decisions)
 
 
 def _record_conll_scores(config, metrics: dict[str, float], dataset: str, dataset_name: str | None, split: str):

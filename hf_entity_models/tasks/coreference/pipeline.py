@@ -45,7 +45,8 @@ class CoreferencePipeline(Pipeline):
       string as given: decomposed accents, e.g. ``"Zoe\\u0301"``, stay in the mention of their letter). A
       token is a mention when the memory writes it (overwrite + coref, summed over cells) with at least
       ``mention_threshold`` (default: ``model.config.mention_threshold``, chosen on validation by
-      `train_on_conll`, else 0.5); an overwrite starts a new entity in that cell, a coref joins the cell's entity.
+      `train_on_conll`, else 0.5); with ``model.config.new_entity_threshold`` set (by `train_on_conll`), a token
+      whose overwrite share of its write reaches it starts a new entity (`token_entities`); else an overwrite starts a new entity in that cell, a coref joins the cell's entity.
       With ``return_memory_log=True`` the per-token memory log is added (see `plot_memory_log`); it has a
       ``salience`` entry too when the model tracks salience (Referential Reader).
     * **query** (GAP-style): ``pipe(text, pronoun=(start, end), candidates=[(s1, e1), (s2, e2)])`` returns the
@@ -186,7 +187,8 @@ class CoreferencePipeline(Pipeline):
             result = _query_answer(text, query, scores, float(self.model.config.coref_threshold))
         else:
             special = model_outputs["special_tokens_mask"][0, :length].bool().tolist()
-            result = {"clusters": _clusters(text, offsets, special, log, mention_threshold)}
+            new_entity_threshold = getattr(self.model.config, "new_entity_threshold", None)
+            result = {"clusters": _clusters(text, offsets, special, log, mention_threshold, new_entity_threshold)}
         if return_memory_log:
             result["memory_log"] = _memory_log(text, offsets, log)
         return result
@@ -400,11 +402,13 @@ def _clusters(
     special: list[bool],
     log: dict[str, torch.Tensor],
     mention_threshold: float,
+    new_entity_threshold: float | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Entities from the memory log: overwrite starts an entity in a cell, coref joins the cell's entity."""
+    """Entities from the memory log: overwrite starts an entity in a cell, coref joins the cell's entity
+    (`token_entities`)."""
     strength = mention_strength(log["overwrite"], log["coref"]).tolist()
     is_mention = [not special[token] and value >= mention_threshold for token, value in enumerate(strength)]
-    token_entity = token_entities(log["overwrite"], log["coref"], is_mention)
+    token_entity = token_entities(log["overwrite"], log["coref"], is_mention, new_entity_threshold)
 
     clusters: dict[int, list[dict[str, Any]]] = {}
     # Mentions never share characters: a word whose pieces went to two entities (or to one entity in two runs) is
@@ -429,28 +433,45 @@ def mention_strength(overwrite_probs: torch.Tensor, coref_probs: torch.Tensor) -
 
 
 def token_entities(
-    overwrite_probs: torch.Tensor, coref_probs: torch.Tensor, is_mention: Sequence[bool]
+    overwrite_probs: torch.Tensor,
+    coref_probs: torch.Tensor,
+    is_mention: Sequence[bool],
+    new_entity_threshold: float | None = None,
 ) -> list[int | None]:
     """The entity (numbered 0, 1, ... in order of first mention) of every token the caller counts as a mention.
 
-    Each such token goes to the cell it writes most (overwrite + coref); it starts a new entity in that cell when
-    its overwrite is at least its coref there (or the cell holds no entity yet), else it joins the cell's entity.
-    Other tokens get None. `overwrite_probs` and `coref_probs` are `(tokens, cells)` of one document.
+    `overwrite_probs` and `coref_probs` are `(tokens, cells)` of one document; other tokens get None. A token starts
+    a new entity in a cell, or joins the entity of a cell:
+
+    * `new_entity_threshold=None`: it goes to the cell it writes most (overwrite + coref) and starts a new entity
+      there when its overwrite is at least its coref in that cell;
+    * a number: it starts a new entity in the cell it overwrites most when the overwrite share of its write
+      (overwrite / (overwrite + coref), summed over cells) reaches the threshold, else it joins the entity of the
+      cell it corefers with most.
+
+    A token that would join a cell holding no entity yet starts one there.
     """
-    chosen_cells = (overwrite_probs + coref_probs).argmax(dim=-1, keepdim=True)
-    cells = chosen_cells.squeeze(-1).tolist()
-    starts_entity = (overwrite_probs >= coref_probs).gather(-1, chosen_cells).squeeze(-1)
+    if new_entity_threshold is None:
+        chosen_cells = (overwrite_probs + coref_probs).argmax(dim=-1, keepdim=True)
+        new_cells = join_cells = chosen_cells.squeeze(-1).tolist()
+        starts = (overwrite_probs >= coref_probs).gather(-1, chosen_cells).squeeze(-1).tolist()
+    else:
+        overwritten = overwrite_probs.sum(dim=-1)
+        share = overwritten / (overwritten + coref_probs.sum(dim=-1)).clamp_min(1e-7)
+        starts = (share >= new_entity_threshold).tolist()
+        new_cells, join_cells = overwrite_probs.argmax(dim=-1).tolist(), coref_probs.argmax(dim=-1).tolist()
     entity_in_cell: dict[int, int] = {}
     entities: list[int | None] = []
     entities_started = 0
-    for token, (chosen, starts) in enumerate(zip(cells, starts_entity.tolist())):
+    for token, starts_entity in enumerate(starts):
         if not is_mention[token]:
             entities.append(None)
             continue
-        if starts or chosen not in entity_in_cell:
-            entity_in_cell[chosen] = entities_started
+        cell = new_cells[token] if starts_entity else join_cells[token]
+        if starts_entity or cell not in entity_in_cell:
+            entity_in_cell[cell] = entities_started
             entities_started += 1
-        entities.append(entity_in_cell[chosen])
+        entities.append(entity_in_cell[cell])
     return entities
 
 
