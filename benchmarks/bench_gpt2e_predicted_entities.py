@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mention-threshold", type=float, default=None,
                         help="the pipeline's mention threshold (default: each checkpoint's config.mention_threshold)")
     parser.add_argument("--no-rule", action="store_true", help="leave out the rule baseline's ids")
+    parser.add_argument("--controls", action="store_true",
+                        help="also score the gold mention spans with no linking (every mention its own entity; all "
+                        "mentions one entity)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--window-length", type=int, default=128)
     parser.add_argument("--n-layer", type=int, default=4)
@@ -342,6 +345,18 @@ def main(argv: list[str] | None = None) -> None:
         check_same_tokens("rule", encodings, gold, report)
         variants["rule"] = encodings
         coref_info["rule"] = {"conll_scores_of_the_clusters": _conll(score_coreference(report, responses))}
+    if args.controls:
+        # Gold mention spans with the linking thrown away: what marking the mentions alone is worth.
+        controls = (("control_gold_mentions_singletons", lambda i: i), ("control_gold_mentions_one_entity", lambda i: 0))
+        for name, cluster_of in controls:
+            responses = [
+                CorefDocument(d.name, d.part, d.words, [(s, e, cluster_of(i)) for i, (s, e, _) in enumerate(d.mentions)])
+                for d in report
+            ]
+            encodings = [entity_ids_for_document(document, tokenizer) for document in responses]
+            check_same_tokens(name, encodings, gold, report)
+            variants[name] = encodings
+            coref_info[name] = {"conll_scores_of_the_clusters": _conll(score_coreference(report, responses))}
 
     max_entities = max(e["num_entities"] for encodings in [gold, *variants.values()] for e in encodings)
     model = with_capacity(model, max_entities)

