@@ -347,10 +347,10 @@ def main(argv: list[str] | None = None) -> None:
         coref_info["rule"] = {"conll_scores_of_the_clusters": _conll(score_coreference(report, responses))}
     if args.controls:
         # Gold mention spans with the linking thrown away: what marking the mentions alone is worth.
-        controls = (("control_gold_mentions_singletons", lambda i: i), ("control_gold_mentions_one_entity", lambda i: 0))
-        for name, cluster_of in controls:
+        controls = {"control_gold_mentions_singletons": lambda i: i, "control_gold_mentions_one_entity": lambda i: 0}
+        for name, cluster_of in controls.items():
             responses = [
-                CorefDocument(d.name, d.part, d.words, [(s, e, cluster_of(i)) for i, (s, e, _) in enumerate(d.mentions)])
+                CorefDocument(d.name, d.part, d.words, [(m[0], m[1], cluster_of(i)) for i, m in enumerate(d.mentions)])
                 for d in report
             ]
             encodings = [entity_ids_for_document(document, tokenizer) for document in responses]

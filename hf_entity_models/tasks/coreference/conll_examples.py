@@ -7,21 +7,24 @@ bridge, in both directions:
   mention's first owned token is its *anchor*. ``[[her] sister]``: "her" is owned by the inner mention and anchors
   it, "sister" anchors the outer one.
 * **Training examples** (`conll_coreference_examples`): dense supervision from every mention of every entity, in
-  the link-pair format the models' losses read (`LINK_SELF`, `LINK_POSITIVE`, `LINK_NEGATIVE`):
-  a mention's anchor to its later owned tokens (self links, as PeTra's span-internal pairs), every pair of anchors
-  of one entity (positive), and each anchor to the anchors of the `negatives_per_mention` nearest earlier mentions
-  of other entities (negative); plus ``mention_targets`` (0 outside mentions, 1 inside, 2 on the anchor of an
-  entity's first mention) for the dense mention loss (mention detection and the new-entity decision). Long documents may be cut into chunks of at most `chunk_length` tokens at word
-  boundaries (pairs never cross a chunk; the memory starts empty in every chunk).
+  the link-pair format the models' losses read (`LINK_SELF`, `LINK_POSITIVE`, `LINK_NEGATIVE`): a mention's anchor
+  to its later owned tokens (self links, as PeTra's span-internal pairs), each anchor to its entity's previous
+  anchor (or to all earlier ones, `antecedents="all"`) as positives, and to the anchors of the
+  `negatives_per_mention` nearest earlier mentions of other entities as negatives; plus ``mention_targets`` (0
+  outside mentions, 1 inside, 2 on the anchor of an entity's first mention) for the dense mention loss (mention
+  detection and the new-entity decision). Long documents may be cut into chunks of at most `chunk_length` tokens
+  at word boundaries (pairs never cross a chunk; the memory starts empty in every chunk).
 * **Clusters from the memory log** (`clusters_from_memory_log`): with the model's own mention detection, a token
-  is a mention when it writes the memory with at least `mention_threshold` (the pipeline's rule, `token_entities`), a
-  word takes the entity of its first such token, and a run of consecutive words of one entity is one mention. With
+  is a mention when it writes the memory with at least `mention_threshold` (`mention_strength`), its entity
+  follows the pipeline's rule (`token_entities`), a word takes the entity of its first such token, runs of words
+  of one entity are mentions, and nesting flattened by the token labels is restored (`_nested_mentions`). With
   gold mentions, every gold mention takes the entity its anchor writes to, whatever the threshold.
 
 Example:
     >>> from transformers import AutoTokenizer  # doctest: +SKIP
     >>> documents = read_conll_coreference("../shared/data/litbank/conll")  # doctest: +SKIP
-    >>> examples = conll_coreference_examples(documents, AutoTokenizer.from_pretrained(encoder), chunk_length=512)  # doctest: +SKIP
+    >>> tokenizer = AutoTokenizer.from_pretrained(encoder)  # doctest: +SKIP
+    >>> examples = conll_coreference_examples(documents, tokenizer, chunk_length=256)  # doctest: +SKIP
 """
 
 from __future__ import annotations
