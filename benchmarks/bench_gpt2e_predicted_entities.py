@@ -283,8 +283,8 @@ def score_variant(
 
 
 def token_agreement(encodings: list[dict], gold: list[dict]) -> dict:
-    """Token-level mention detection against gold (a token is a mention token when its id is not 0), and the
-    pairwise agreement of the ids over gold mention tokens (same entity in gold <-> same entity predicted)."""
+    """Token-level mention detection against gold (a token is a mention token when its id is not 0), and the share
+    of gold coreference links (each mention to the previous mention of its entity) that the predicted ids keep."""
     both = predicted = actual = 0
     same_same = same_pairs = 0
     for encoded, reference in zip(encodings, gold):
@@ -292,11 +292,14 @@ def token_agreement(encodings: list[dict], gold: list[dict]) -> dict:
         both += sum(1 for a, b in zip(p, g) if a and b)
         predicted += sum(1 for a in p if a)
         actual += sum(1 for b in g if b)
-        # Pairs of consecutive gold mention tokens of the same gold entity that also share a predicted entity.
+        # Links between a gold mention and the previous mention of its gold entity (the first token of the one, the
+        # last token of the other; a run of tokens of one gold entity counts as one mention) that the predicted ids
+        # keep: both tokens carry the same nonzero predicted entity.
         last_token_of = {}
         for position, (a, b) in enumerate(zip(p, g)):
             if b:
-                if b in last_token_of:
+                starts_mention = position == 0 or g[position - 1] != b
+                if starts_mention and b in last_token_of:
                     same_pairs += 1
                     same_same += int(a != 0 and p[last_token_of[b]] == a)
                 last_token_of[b] = position
