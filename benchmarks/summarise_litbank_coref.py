@@ -6,9 +6,12 @@ selection books (61-70), for the rule baseline, checkpoints scored without train
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 
+# Saved seeds scored again by `--evaluate` with the tag `<name>-seed<N><suffix>`: one row per name and suffix.
+SEED_TAG = re.compile(r"^(.*)-seed\d+(-.*)$")
 COLUMNS = (
     "conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1", "mention_f1", "gold_conll_f1", "rule_mentions_conll_f1",
 )
@@ -27,11 +30,17 @@ def rows(records: dict) -> list[tuple[str, list[dict]]]:
         for mode, metrics in sorted(record.get("rule", {}).items()):
             if mode.endswith("-report"):
                 table.append((f"rule baseline, {mode.split('-')[0]} mentions", [metrics]))
-        if "evaluated" in record:
-            table.append((f"{tag} (no training here)", [record["evaluated"]["report"]]))
+        if "evaluated" in record and not SEED_TAG.match(tag):
+            table.append((f"{tag} (scored without training)", [record["evaluated"]["report"]]))
         seeds = [record[key]["report"] for key in sorted(record) if key.startswith("seed") and record[key]["report"]]
         if seeds:
             table.append((f"{tag}, {len(seeds)} seeds", seeds))
+    groups: dict[str, list[dict]] = {}
+    for tag, record in sorted(records.items()):
+        match = SEED_TAG.match(tag)
+        if match and "evaluated" in record:
+            groups.setdefault(match.group(1) + match.group(2), []).append(record["evaluated"]["report"])
+    table.extend((f"{name}, {len(seeds)} seeds", seeds) for name, seeds in sorted(groups.items()))
     return table
 
 

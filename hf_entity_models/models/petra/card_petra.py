@@ -61,7 +61,7 @@ def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
 
 
 def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
-    return [
+    limits = [
         f"The memory has {config.num_memory_cells} cells: a document that mentions more people makes PeTra "
         "overwrite cells, and the overwritten people are forgotten.",
         "GAP supervision is sparse: the model is only trained to link pronouns to names, so name-to-name chains "
@@ -70,6 +70,13 @@ def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
         "published by the authors (data/num_people.tsv in github.com/shtoshni92/petra) and can be read with "
         "`hf_entity_models.tasks.coreference.metrics.read_people_counts`.",
     ]
+    if config.new_entity_threshold is not None:  # chosen by train_on_conll: trained on whole documents
+        limits.append(
+            "Trained on whole documents (CoNLL-2012 files such as LitBank), clusters are limited mostly by mention "
+            "detection: on held-out LitBank books this model family scores below a rule baseline with its own mentions "
+            "(the package's benchmarks/RESULTS.md, \"Coreference on whole documents\")."
+        )
+    return limits
 
 
 def _usage_with_package(class_name: str, location: str) -> str:

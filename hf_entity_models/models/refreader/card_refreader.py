@@ -82,6 +82,12 @@ def _limitations(config: RefReaderConfig, datasets: list[str]) -> list[str]:
     ]
     if config.uses_encoder:
         limits.append("With encoder features the reader is not purely incremental: the encoder sees the whole text.")
+    if config.new_entity_threshold is not None:  # chosen by train_on_conll: trained on whole documents
+        limits.append(
+            "Trained on whole documents (CoNLL-2012 files such as LitBank), clusters are limited mostly by mention "
+            "detection: on held-out LitBank books this model family scores below a rule baseline with its own mentions "
+            "(the package's benchmarks/RESULTS.md, \"Coreference on whole documents\")."
+        )
     return limits
 
 
