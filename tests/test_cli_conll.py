@@ -108,7 +108,10 @@ def test_train_conll_saves_the_model_with_its_mention_threshold(trained):
         f"validation CoNLL F1 {report['conll_f1']:.1f} (MUC {report['muc_f1']:.1f}, B3 {report['bcub_f1']:.1f}, "
         f"CEAF-e {report['ceafe_f1']:.1f}, LEA {report['lea_f1']:.1f}); mentions F1 {report['mention_f1']:.1f}; "
         f"gold-mention CoNLL F1 {report['gold_conll_f1']:.1f}; mention threshold {report['mention_threshold']:.2f}"
-    )
+        + ("" if report["new_entity_threshold"] is None
+           else f", new entity at overwrite share {report['new_entity_threshold']:.2f}")
+    )  # fmt: skip
+    assert model.config.new_entity_threshold == report["new_entity_threshold"]
     assert lines[-1] == f"checkpoint saved to {folder}"
     assert "held out" not in trained["out"], "--validation given: nothing is held out"
 

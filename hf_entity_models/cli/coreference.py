@@ -374,7 +374,12 @@ def conll_score_line(split: str, metrics: dict[str, float]) -> str:
         f"{split} CoNLL F1 {metrics['conll_f1']:.1f} (MUC {metrics['muc_f1']:.1f}, B3 {metrics['bcub_f1']:.1f}, "
         f"CEAF-e {metrics['ceafe_f1']:.1f}, LEA {metrics['lea_f1']:.1f}); mentions F1 {metrics['mention_f1']:.1f}; "
         f"gold-mention CoNLL F1 {metrics['gold_conll_f1']:.1f}; mention threshold {metrics['mention_threshold']:.2f}"
+        f"{_new_entity_rule(metrics.get('new_entity_threshold'))}"
     )
+
+
+def _new_entity_rule(threshold: float | None) -> str:
+    return "" if threshold is None else f", new entity at overwrite share {threshold:.2f}"
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
