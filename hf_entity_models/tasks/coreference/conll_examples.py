@@ -246,8 +246,6 @@ def clusters_from_memory_log(
     coref_probs: torch.Tensor | np.ndarray,
     mention_threshold: float = 0.5,
     gold_mentions: bool = False,
-    write_strength: torch.Tensor | np.ndarray | None = None,
-    entities_from: str = "tokens",
     new_entity_threshold: float | None = None,
 ) -> CorefDocument:
     """The entities a memory model found in one document, as a `CorefDocument` of the same words.
@@ -261,11 +259,6 @@ def clusters_from_memory_log(
             `mention_strength`) reaches this (own mentions); it goes to the cell it writes most.
         gold_mentions: Cluster the gold mentions instead: each takes the entity its anchor (first owned token)
             writes to; a mention without a token of its own (a duplicate span) becomes a singleton.
-        write_strength: `(tokens,)` write of every token when the log holds only the written cell (as
-            `keep_memory_decisions` keeps it); None computes it from the log.
-        entities_from: With the model's own mentions: `"tokens"`, every mention token moves the entities in the
-            memory's cells as it reads (the pipeline's rule); `"anchors"`, the mentions are found that way, then
-            their entities decided from their anchors alone, as gold mentions are.
         new_entity_threshold: How a token decides between a new entity and a cell's entity (`token_entities`):
             None, overwrite >= coref in the cell written most; a number, the overwrite share of its write reaches it.
 
@@ -282,43 +275,19 @@ def clusters_from_memory_log(
         )
     if gold_mentions:
         return _cluster_gold_mentions(document, word_ids, overwrite, coref, new_entity_threshold)
-    if write_strength is None:
-        write_strength = mention_strength(overwrite, coref)
-    strength = torch.as_tensor(np.asarray(write_strength, dtype=np.float32)).tolist()
+    strength = mention_strength(overwrite, coref).tolist()
     is_mention = [word >= 0 and value >= mention_threshold for word, value in zip(word_ids, strength)]
     entities = token_entities(overwrite, coref, is_mention, new_entity_threshold)
     word_entity: dict[int, int] = {}
     for word, entity in zip(word_ids, entities):
         if entity is not None and word not in word_entity:
             word_entity[word] = entity
-    mentions = _nested_mentions(document.words, word_entity)
-    if entities_from == "anchors":
-        mentions = _entities_of_anchors(mentions, word_ids, overwrite, coref, new_entity_threshold)
-    return CorefDocument(document.name, document.part, document.words, [mention[:3] for mention in mentions])
+    return CorefDocument(document.name, document.part, document.words, _nested_mentions(document.words, word_entity))
 
 
-def _entities_of_anchors(
-    mentions: list[tuple[int, int, int, int]],
-    word_ids: list[int],
-    overwrite: torch.Tensor,
-    coref: torch.Tensor,
-    new_entity_threshold: float | None,
-) -> list[tuple[int, int, int, int]]:
-    """The mentions' entities decided again from their anchors alone (the first token of each mention's own run),
-    as gold mentions are clustered: the other tokens of a mention no longer move entities between cells."""
-    first_token: dict[int, int] = {}
-    for token, word in enumerate(word_ids):
-        if word >= 0:
-            first_token.setdefault(word, token)
-    anchors = {first_token[mention[3]] for mention in mentions}
-    is_anchor = [token in anchors for token in range(len(word_ids))]
-    entities = token_entities(overwrite, coref, is_anchor, new_entity_threshold)
-    return [(first, last, entities[first_token[head]], head) for first, last, _, head in mentions]
-
-
-def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int, int]]:
-    """Mentions ``(first, last, entity, head)`` from the entity of every word, nesting restored where the token
-    labels flattened it; `head` is the first word of the mention's own first run (its anchor's word).
+def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
+    """Mentions ``(first, last, entity)`` from the entity of every word, nesting restored where the token labels
+    flattened it.
 
     A word carries one entity, the innermost mention's (as in training), so an outer mention shows as its own runs
     around or after the inner ones. In a block of mention words without a gap: an entity with several runs is one
@@ -330,12 +299,11 @@ def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tupl
     for block in _contiguous_blocks(_runs_of_words(word_entity)):
         spans: dict[int, list[int]] = {}
         for index, (first, last, entity) in enumerate(block):
-            head = first
             if index and _follows_genitive(words, block[index - 1], first):
                 first = block[index - 1][0]
-            span = spans.setdefault(entity, [first, last, head])
+            span = spans.setdefault(entity, [first, last])
             span[0], span[1] = min(span[0], first), max(span[1], last)
-        mentions.extend((first, last, entity, head) for entity, (first, last, head) in spans.items())
+        mentions.extend((first, last, entity) for entity, (first, last) in spans.items())
     return mentions
 
 
