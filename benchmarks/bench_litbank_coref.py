@@ -117,7 +117,7 @@ def checkpoint_row(args, split, tokenizer) -> dict:
                 CorefDocument(d.name, d.part, d.words, [(a, b, i) for i, (a, b) in enumerate(rule_mentions(d))])
                 for d in documents
             ]
-            clustered = ConllMetrics(rule_spans, word_ids).responses(metrics._logs(decisions), None, chosen[1])
+            clustered = ConllMetrics(rule_spans, word_ids).responses(metrics.logs(decisions), None, chosen[1])
             scores["rule_mentions_conll_f1"] = score_coreference(documents, clustered)["conll_f1"]
             row[part] = scores
     return row

@@ -143,7 +143,7 @@ class ConllMetrics:
 
     def score(self, decisions: Any) -> dict[str, float]:
         """Metrics of the memory logs `(documents, tokens, 2 x cells)` (`keep_memory_decisions`, padded)."""
-        logs = self._logs(decisions)
+        logs = self.logs(decisions)
         pairs = (
             [(m, n) for n in NEW_ENTITY_THRESHOLDS for m in MENTION_THRESHOLDS]
             if self.thresholds is None
@@ -173,7 +173,8 @@ class ConllMetrics:
             for document, ids, log in zip(self.documents, self.word_ids, logs)
         ]
 
-    def _logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    def logs(self, decisions: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every document's (overwrite, coref) log `(tokens, cells)` from the padded predictions, padding removed."""
         decisions = np.asarray(decisions[0] if isinstance(decisions, (tuple, list)) else decisions)
         if decisions.ndim != 3 or decisions.shape[0] != len(self.documents) or decisions.shape[-1] % 2:
             raise ValueError(
@@ -276,7 +277,7 @@ def conll_responses(
     decisions, word_ids = predict_memory_decisions(trainer, documents, tokenizer, cache_dir)
     metrics = ConllMetrics(documents, word_ids)
     return metrics.responses(
-        metrics._logs(decisions),
+        metrics.logs(decisions),
         None if gold_mentions else mention_threshold,
         getattr(config, "new_entity_threshold", None),
     )
