@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline, set_seed  # noqa: E402
 
 from hf_entity_models import GPT2EConfig, GPT2EForCausalLM  # noqa: E402
+from hf_entity_models.hub import record_evaluation  # noqa: E402
 from hf_entity_models.tasks.language_modeling import (  # noqa: E402
     build_entity_lm_trainer,
     entity_ids_from_text,
@@ -92,8 +93,8 @@ def main() -> None:
         scores = evaluate_entity_lm(model, books[split], batch_size=args.batch_size)
         print(f"{split} books: perplexity {scores['perplexity']:.1f} with entities, "
               f"{scores['perplexity_without_entities']:.1f} without (same model, entity ids zeroed)")
-        model.config.record_evaluation(
-            task="text-generation", dataset="litbank", split=f"{split} books (split by book, seed 0)",
+        record_evaluation(
+            model.config, task="text-generation", dataset="litbank", split=f"{split} books (split by book, seed 0)",
             metric="perplexity", value=scores["perplexity"], metric_name="perplexity (gold entity ids)",
         )
     texts = read_lambada(DATA / "lambada" / "lambada_test.jsonl")[: args.lambada_examples]

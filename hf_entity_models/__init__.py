@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 # Where each public name lives: read on first access when the eager imports below were skipped.
 _PUBLIC_MODULES = {
     "AutoModelForCoreference": ".auto",
-    "CheckpointError": ".models._shared.entity_hub",
+    "CheckpointError": ".models._shared.checkpoints",
     **dict.fromkeys(("DefinitionEmbConfig", "DefinitionEmbModel", "DefinitionEmbOutput"), ".models.definition_emb"),
     **dict.fromkeys(("ForceReaderConfig", "ForceReaderForQuestionAnswering", "ForceReaderModel"), ".models.forcereader"),
     **dict.fromkeys(("GPT2EConfig", "GPT2EForCausalLM", "GPT2EModel"), ".models.gpt2e"),
@@ -39,7 +39,7 @@ def __getattr__(name: str):
 
 if not _started_as_the_console_script():
     from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
-    from .models._shared.entity_hub import CheckpointError
+    from .models._shared.checkpoints import CheckpointError
     from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel, DefinitionEmbOutput
     from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
     from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel

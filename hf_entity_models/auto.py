@@ -4,7 +4,7 @@
 lives in this package: every coreference model registers its config class here.
 
 Registration also makes saved checkpoints portable: `register_for_auto_class` makes `save_pretrained` write
-`auto_map` and copy the model files, and `register_hub_pipeline` makes it ship the coreference pipeline, so a saved
+`auto_map` and copy the model files, and `CHECKPOINT_WRITER.register_pipeline` makes it ship the coreference pipeline, so a saved
 folder or Hub repo loads with `trust_remote_code=True` where this package is not installed. There, custom Auto
 classes do not exist: coreference heads map to `AutoModel` (and `AutoConfig` to the config class).
 """
@@ -16,6 +16,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelF
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .hub import CHECKPOINT_WRITER
+from .models._shared.checkpoints import CheckpointMixin
 from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
@@ -69,6 +71,8 @@ def register_auto_classes() -> None:
     AutoModelForCausalLM.register(GPT2EConfig, GPT2EForCausalLM, exist_ok=True)
     GPT2EForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     _register_base(DefinitionEmbConfig, DefinitionEmbModel)
+    # Saving and pushing through the package: portable code, declared pipelines, model cards.
+    CheckpointMixin._checkpoint_writer = CHECKPOINT_WRITER
 
 
 def register_pipelines() -> None:
@@ -98,10 +102,11 @@ def register_pipelines() -> None:
     if isinstance(removed_tasks, dict):
         removed_tasks.pop("question-answering", None)
     for coreference_model in (PetraForCoreference, RefReaderForCoreference):
-        coreference_model.register_hub_pipeline(
-            HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel", pipeline_type="text"
+        CHECKPOINT_WRITER.register_pipeline(
+            coreference_model, HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel"
         )
-    ForceReaderForQuestionAnswering.register_hub_pipeline(
+    CHECKPOINT_WRITER.register_pipeline(
+        ForceReaderForQuestionAnswering,
         HUB_QUESTION_ANSWERING_TASK,
         QuestionAnsweringPipeline,
         model_auto_class="AutoModelForQuestionAnswering",

@@ -25,7 +25,7 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-import hf_entity_models.models._shared.entity_hub as entity_hub
+import hf_entity_models.hub.checkpoint_writer as entity_hub
 import hf_entity_models.models.petra.modeling_petra as modeling_petra
 from hf_entity_models import AutoModelForCoreference, PetraConfig, PetraForCoreference, PetraModel
 from hf_entity_models.auto import HUB_COREFERENCE_TASK

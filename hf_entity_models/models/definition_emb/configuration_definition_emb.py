@@ -9,8 +9,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
-from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 
 ENCODER_ONLY = "encoder-only"
 ENCODER_DECODER = "encoder-decoder"
@@ -36,7 +35,7 @@ _MASKED_LM_ARCHITECTURE_MARKERS = ("MaskedLM", "BertForPreTraining", "LMHead", "
 
 
 @strict
-class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTrainedConfig):
+class DefinitionEmbConfig(CheckpointConfigMixin, PreTrainedConfig):
     r"""
     Configuration of a DefinitionEMB model (Zhang, Li and Okumura, "Reconsidering Token Embeddings with the
     Definitions for Pre-trained Language Models"): a definition reader g, initialised from a pre-trained language
@@ -78,7 +77,7 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
             direction is what the reader contributes). `"mse"`: the paper's Eq. 1, the squared L2 distance, which
             pulls every uncertain prediction towards the mean embedding and shrinks it.
         evaluation_results (`list[dict]`, *optional*):
-            Measured results recorded in the model card (see `record_evaluation`).
+            Measured results reported in the model card; the package adds them with `hf_entity_models.hub.record_evaluation`.
 
     Example:
 
@@ -170,7 +169,6 @@ class DefinitionEmbConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreT
             f"embedding_size (H_e) must be a positive int, got {self.embedding_size!r}; leave it None to use the "
             "PLM's input embedding width.",
         )
-        self.validate_evaluation_results()
 
 
     @classmethod

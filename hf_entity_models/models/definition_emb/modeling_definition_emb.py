@@ -27,10 +27,9 @@ from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
+from hf_entity_models.models._shared.checkpoints import CheckpointMixin, copy_weights
 from hf_entity_models.models._shared.encoders import load_pretrained_encoder
-from hf_entity_models.models._shared.entity_hub import EntityHubMixin
 
-from .card_definition_emb import DEFINITION_EMB_MODEL_CARD
 from .configuration_definition_emb import DefinitionEmbConfig
 
 logger = logging.get_logger(__name__)
@@ -140,10 +139,9 @@ def reader_initializer_range(reader_config: PreTrainedConfig) -> float:
     return DEFAULT_INITIALIZER_RANGE
 
 
-class DefinitionEmbPreTrainedModel(EntityHubMixin, PreTrainedModel):
+class DefinitionEmbPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config: DefinitionEmbConfig
     config_class = DefinitionEmbConfig
-    _model_card_spec = DEFINITION_EMB_MODEL_CARD
     base_model_prefix = "definition_emb"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
@@ -204,18 +202,9 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
         self.post_init()
         self.apply_embedding_freeze()
 
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *model_args, **kwargs):
-        """Load like `PreTrainedModel.from_pretrained`, with the reader's input embeddings frozen again when
-        `config.freeze_reader_embeddings` is set (loading replaces the parameters that `__init__` froze).
-
-        Raises:
-            CheckpointError: The weights file is damaged, or the config's sizes do not match the stored weights.
-        """
-        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
-        model.apply_embedding_freeze()
-        return loaded
+    def _after_loading(self) -> None:
+        # Loading replaces the parameters that `__init__` froze.
+        self.apply_embedding_freeze()
 
     def apply_embedding_freeze(self) -> None:
         """Set `requires_grad=False` on the reader's input embeddings when `config.freeze_reader_embeddings` (the
@@ -275,7 +264,7 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
             source = plm.base_model
         elif isinstance(model_or_name_or_path, (str, os.PathLike)):
             name = str(model_or_name_or_path)
-            plm = source = _load_base_model(name)
+            plm = source = _load_plm_base_model(name)
         else:
             raise TypeError(
                 "model_or_name_or_path must be a transformers PreTrainedModel or a Hub id / folder of one, got "
@@ -384,33 +373,16 @@ class DefinitionEmbModel(DefinitionEmbPreTrainedModel):
 def copy_reader_weights(reader: nn.Module, source: nn.Module, description: str) -> None:
     """Load a PLM's base-model weights into the reader built from its config; refuse any mismatch.
 
-    Every weight of the reader must come from `source` with the same shape; `source` may have more weights only
-    under `DROPPED_PLM_WEIGHT_PREFIXES` (a pooler or an LM head that DefinitionEMB never reads).
+    Every weight of the reader must come from `source` with the same shape; `source` may have more weights only in
+    modules the reader lacks (a pooler or an LM head that DefinitionEMB never reads).
 
     Raises:
         ValueError: Naming the missing, left-over and differently shaped weights.
     """
-    source_state = source.state_dict()
-    reader_state = reader.state_dict()
-    missing = [key for key in reader_state if key not in source_state]
-    unexpected = [
-        key for key in source_state if key not in reader_state and not key.startswith(DROPPED_PLM_WEIGHT_PREFIXES)
-    ]
-    mismatched = [
-        f"{key}: {tuple(source_state[key].shape)} vs {tuple(reader_state[key].shape)}"
-        for key in reader_state
-        if key in source_state and source_state[key].shape != reader_state[key].shape
-    ]
-    if missing or unexpected or mismatched:
-        raise ValueError(
-            f"The weights of {description} do not fit the reader built from its config (missing: {missing}, "
-            f"unexpected: {unexpected}, other shapes (PLM vs reader): {mismatched}). Pass the PLM itself (or its "
-            "base model) and do not override its config's sizes."
-        )
-    reader.load_state_dict({key: source_state[key] for key in reader_state}, strict=True)
+    copy_weights(reader, source.state_dict(), description)
 
 
-def _load_base_model(name_or_path: str) -> PreTrainedModel:
+def _load_plm_base_model(name_or_path: str) -> PreTrainedModel:
     """The PLM's base model from a Hub id or folder, refusing a checkpoint whose weights do not fit its config (some
     missing: the reader would start partly random; some left over: layers the config drops)."""
     return load_pretrained_encoder(name_or_path, unused_prefixes=DROPPED_PLM_WEIGHT_PREFIXES)

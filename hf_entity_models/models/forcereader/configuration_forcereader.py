@@ -11,8 +11,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
-from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 
 READING_MODES = ("q2p", "p2q", "qcp")
 # What the start/end classifier of the full ForceReader reads (see the `interaction_head` field).
@@ -81,7 +80,7 @@ PRESETS = {
 
 
 @strict
-class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTrainedConfig):
+class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
     r"""
     Configuration of a ForceReader (an interactive BERT-based reading-comprehension model: Attention Separate
     Representation, Multi-mode Reading, Conditional Background Attention and Interactive Reasoning). Every idea of
@@ -182,7 +181,7 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialiser of the new layers.
         evaluation_results (`list[dict]`, *optional*):
-            Measured results recorded in the model card (see `record_evaluation`).
+            Measured results reported in the model card; the package adds them with `hf_entity_models.hub.record_evaluation`.
 
     Example:
 
@@ -324,7 +323,6 @@ class ForceReaderConfig(SelfContainedConfigMixin, EvaluationResultsMixin, PreTra
             "use 0.0.",
         )
         _require(0.0 <= self.classifier_dropout < 1.0, f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}.")
-        self.validate_evaluation_results()
 
 
 def _require(condition: bool, message: str) -> None:

@@ -23,9 +23,8 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
 from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
-from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointMixin
 
-from .card_forcereader import FORCEREADER_MODEL_CARD
 from .configuration_forcereader import ForceReaderConfig
 
 logger = logging.get_logger(__name__)
@@ -156,10 +155,9 @@ class ForceReaderQuestionAnsweringOutput(ModelOutput):
     branch_end_logits: torch.FloatTensor | None = None
 
 
-class ForceReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
+class ForceReaderPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config: ForceReaderConfig
     config_class = ForceReaderConfig
-    _model_card_spec = FORCEREADER_MODEL_CARD
     base_model_prefix = "forcereader"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False

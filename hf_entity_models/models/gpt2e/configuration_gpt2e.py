@@ -8,8 +8,7 @@ It imports only ``transformers``, ``huggingface_hub``, the standard library and 
 from huggingface_hub.dataclasses import strict
 from transformers import GPT2Config
 
-from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
-from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 
 ENTITY_ATTENTION_VALUES = ("hidden", "entities")
 ENTITY_STATES = ("memory", "paper")
@@ -21,7 +20,7 @@ PRESETS: dict[str, dict[str, object]] = {
 
 
 @strict
-class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
+class GPT2EConfig(CheckpointConfigMixin, GPT2Config):
     r"""
     Configuration of a GPT2E model (Stylianou and Vlahavas, 2021): GPT-2 whose Transformer blocks are
     Entity-Transformer blocks that also attend to the representations of the coreference entities of the tokens.
@@ -66,7 +65,7 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
             narrower entity attention costs less: `benchmarks/bench_gpt2e_attention_width.py` measures the step
             time of each width against GPT-2 (figures in benchmarks/RESULTS.md).
         evaluation_results (`list[dict]`, *optional*):
-            Measured results recorded in the model card (see `record_evaluation`).
+            Measured results reported in the model card; the package adds them with `hf_entity_models.hub.record_evaluation`.
 
     Example:
 
@@ -125,7 +124,6 @@ class GPT2EConfig(SelfContainedConfigMixin, EvaluationResultsMixin, GPT2Config):
             )
         if self.add_cross_attention:
             raise ValueError("GPT2E is a decoder-only language model: add_cross_attention=True is not supported.")
-        self.validate_evaluation_results()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs) -> "GPT2EConfig":

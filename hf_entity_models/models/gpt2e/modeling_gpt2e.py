@@ -48,9 +48,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
 from transformers.utils import ModelOutput, logging
 
-from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointMixin
 
-from .card_gpt2e import GPT2E_MODEL_CARD
 from .configuration_gpt2e import GPT2EConfig
 
 logger = logging.get_logger(__name__)
@@ -385,10 +384,9 @@ class EntityTransformerBlock(nn.Module):
         return hidden_states + entity_context
 
 
-class GPT2EPreTrainedModel(EntityHubMixin, PreTrainedModel):
+class GPT2EPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config: GPT2EConfig
     config_class = GPT2EConfig
-    _model_card_spec = GPT2E_MODEL_CARD
     base_model_prefix = "transformer"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False

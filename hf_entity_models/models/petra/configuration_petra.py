@@ -10,8 +10,7 @@ from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
-from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
@@ -25,7 +24,7 @@ LINEAR_INITS = ("normal", "pytorch_default")
 
 
 @strict
-class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
+class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
     r"""
     Configuration of a PeTra model (Toshniwal et al., 2020, "PeTra: A Sparsely Supervised Memory Model for
     People Tracking"): a frozen pretrained encoder, a one-layer GRU and a memory of ``num_memory_cells`` cells
@@ -141,7 +140,8 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             `push_to_hub` write. Each entry is a dict with `task` (e.g. `"coreference"`), `dataset` (e.g. `"gap"`),
             `split` (e.g. `"validation"`), `metric` (e.g. `"f1"`) and a finite number `value`, and optionally the
             decision `threshold` it was measured at, a display `dataset_name` and `metric_name`. Add entries with
-            `record_evaluation`, which replaces an earlier value of the same task, dataset, split and metric.
+            `hf_entity_models.hub.record_evaluation(config, ...)`, which replaces an earlier value of the same task,
+            dataset, split and metric.
 
     Example:
 
@@ -154,7 +154,8 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
     ...     encoder_config=encoder_config, encoder_layers=[-2, -1], hidden_size=16, mlp_hidden_size=16, num_memory_cells=4
     ... )
     >>> model = PetraForCoreference(config)
-    >>> config.record_evaluation(task="coreference", dataset="gap", split="validation", metric="f1", value=0.72)
+    >>> from hf_entity_models.hub import record_evaluation
+    >>> record_evaluation(config, task="coreference", dataset="gap", split="validation", metric="f1", value=0.72)
     >>> config.evaluation_results
     [{'task': 'coreference', 'dataset': 'gap', 'split': 'validation', 'metric': 'f1', 'value': 0.72}]
 
@@ -274,7 +275,6 @@ class PetraConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResult
             )
         _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         self._check_encoder_fields()
-        self.validate_evaluation_results()
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

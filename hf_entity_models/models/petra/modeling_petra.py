@@ -36,10 +36,9 @@ from hf_entity_models.models._shared.coreference_links import (
     unpack_steps,
 )
 from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
-from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointMixin
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
-from .card_petra import PETRA_MODEL_CARD
 from .configuration_petra import PetraConfig
 
 logger = logging.get_logger(__name__)
@@ -152,11 +151,9 @@ class PetraTanhLinear(nn.Module):
         return torch.tanh(projected)
 
 
-class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
+class PetraPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config: PetraConfig
     config_class = PetraConfig
-    # What the generated model card says about PeTra (entity_hub.py writes the rest).
-    _model_card_spec = PETRA_MODEL_CARD
     base_model_prefix = "petra"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
@@ -184,15 +181,11 @@ class PetraPreTrainedModel(EntityHubMixin, PreTrainedModel):
             if module.memory_key is not None:
                 init.zeros_(module.memory_key)
 
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a tuple
+    def _after_loading(self) -> None:
         # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
-        for module in model.modules():
+        for module in self.modules():
             if isinstance(module, PetraModel):
                 module.freeze_encoder_parts()
-        return loaded
 
 
 class PetraModel(PetraPreTrainedModel):

@@ -12,8 +12,7 @@ from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.evaluation_results import EvaluationResultsMixin
-from hf_entity_models.models._shared.portable_code import SelfContainedConfigMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
@@ -22,7 +21,7 @@ ENCODER_KEY_SIZE = 32
 
 
 @strict
-class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationResultsMixin, PreTrainedConfig):
+class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
     r"""
     Configuration of a Referential Reader (Liu, Zettlemoyer and Eisenstein, 2019, "The Referential Reader: A
     Recurrent Entity Network for Anaphora Resolution"): a recurrent reader that stores entity mentions in a memory
@@ -120,7 +119,7 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
         memory_chunk_size (`int`, *optional*, defaults to 16):
             Tokens per compiled chunk with `memory_implementation="compiled"`.
         evaluation_results (`list[dict]`, *optional*):
-            Measured results reported in the model card; add them with `record_evaluation`.
+            Measured results reported in the model card; the package adds them with `hf_entity_models.hub.record_evaluation`.
 
     Example:
 
@@ -265,7 +264,6 @@ class RefReaderConfig(SelfContainedConfigMixin, EncoderWindowMixin, EvaluationRe
         _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         if self.uses_encoder:
             self._check_encoder_fields()
-        self.validate_evaluation_results()
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

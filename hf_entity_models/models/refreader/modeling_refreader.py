@@ -35,10 +35,9 @@ from hf_entity_models.models._shared.coreference_links import (
     unpack_steps,
 )
 from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
-from hf_entity_models.models._shared.entity_hub import EntityHubMixin
+from hf_entity_models.models._shared.checkpoints import CheckpointMixin
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
-from .card_refreader import REFREADER_MODEL_CARD
 from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
 
 logger = logging.get_logger(__name__)
@@ -145,13 +144,12 @@ class RefReaderCausalLMOutput(ModelOutput):
     salience: torch.FloatTensor | None = None
 
 
-class RefReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
+class RefReaderPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config: RefReaderConfig
     config_class = RefReaderConfig
     base_model_prefix = "refreader"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
-    _model_card_spec = REFREADER_MODEL_CARD
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -168,15 +166,11 @@ class RefReaderPreTrainedModel(EntityHubMixin, PreTrainedModel):
             init.normal_(module.initial_values)
             init.zeros_(module.query_bias)
 
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives a tuple
+    def _after_loading(self) -> None:
         # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
-        for module in model.modules():
+        for module in self.modules():
             if isinstance(module, RefReaderModel):
                 module.freeze_fixed_parts()
-        return loaded
 
 
 class RefReaderModel(RefReaderPreTrainedModel):

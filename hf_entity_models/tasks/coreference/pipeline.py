@@ -1,7 +1,7 @@
 """`pipeline("coreference")`: the entities a memory model tracks in a text, or which names a pronoun refers to.
 
-This file imports only torch, transformers, the standard library and the shared ``checkpoint_fit`` and
-``pipeline_inputs`` modules, which saving copies next to it (the imports made relative), so that the files can be
+This file imports only torch, transformers, the standard library and the shared ``pipeline_inputs`` module, which
+saving copies next to it (the import made relative), so that the files can be
 uploaded next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without
 hf_entity_models.
 """
@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from transformers import Pipeline
 
-from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
 from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
 
 CharSpan = tuple[int, int]
@@ -61,9 +60,9 @@ class CoreferencePipeline(Pipeline):
     query, pass dicts: ``pipe([{"text": ..., "pronoun": (s, e), "candidates": [...]}, ...])``; a list may mix
     dicts with and without a query, at any batch size.
 
-    The tokenizer must be the model's (`check_tokenizer_matches_model`), and the model's config.json must fit the
-    weights file it was loaded from (`checkpoint_fit.check_weights_fit_config`: no weight left random, no layer
-    dropped); both are checked when the pipeline is built, and a `ValueError` says what to fix.
+    The tokenizer must be the model's (`check_tokenizer_matches_model`), checked when the pipeline is built (a
+    `ValueError` says what to fix); a checkpoint whose config.json does not fit its weights is refused when the model
+    loads (`CheckpointError`).
 
     Example:
 
@@ -80,8 +79,6 @@ class CoreferencePipeline(Pipeline):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # pipeline() loads the model itself and never shows us from_pretrained's report of weights left random.
-        check_weights_fit_config(self.model)
         # A checkpoint saved without its tokenizer files loads a near-empty vocabulary that maps every word to
         # [UNK]: refuse it here rather than answer from [UNK]s (naming the missing files where it can).
         check_tokenizer_files(self.tokenizer)

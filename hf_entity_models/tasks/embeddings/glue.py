@@ -51,7 +51,7 @@ from transformers import (
 )
 from transformers.utils import logging
 
-from ...models._shared.encoders import check_loading_info
+from ...models._shared.checkpoints import loading_problem
 from ...training.distributed import check_processes_connected
 
 logger = logging.get_logger(__name__)
@@ -716,7 +716,7 @@ def sequence_classifier_from(
         config = model_or_path.config
         description = f"the given {type(model_or_path).__name__}"
     elif isinstance(model_or_path, (str, os.PathLike)):
-        source, config, description = _load_base_model(model_or_path)
+        source, config, description = _load_checkpoint_base_model(model_or_path)
     else:
         raise TypeError(
             "sequence_classifier_from takes a PreTrainedModel or a checkpoint folder, got "
@@ -745,38 +745,29 @@ def sequence_classifier_from(
         for name, tensor in state.items()
         if name in target_state and tuple(tensor.shape) != tuple(target_state[name].shape)
     ]
-    unexpected = sorted(set(state) - set(target_state))
-    missing = sorted(set(target_state) - set(state))
-    fresh_pooler = [name for name in missing if name.startswith("pooler.")]
-    missing = [name for name in missing if not name.startswith("pooler.")]
-    if mismatched or unexpected or missing:
-        problems = []
-        if mismatched:
-            problems.append("weights of another shape than the config describes: " + "; ".join(mismatched[:5]))
-        if missing:
-            problems.append(f"missing weights: {missing[:5]}")
-        if unexpected:
-            problems.append(f"weights the classifier has no place for: {unexpected[:5]}")
+    if mismatched:
         raise ValueError(
-            f"The base weights of {description} do not fit a {type(classifier).__name__} built from its config ("
-            + "; ".join(problems)
-            + ")."
-            + (" If the input embeddings were resized, call `model.resize_token_embeddings(new_size)` (it updates "
-               "config.vocab_size) or set the matching config fields before saving." if mismatched else "")
+            f"The base weights of {description} do not fit a {type(classifier).__name__} built from its config "
+            f"(weights of another shape than the config describes: {'; '.join(mismatched[:5])}). If the input "
+            "embeddings were resized, call `model.resize_token_embeddings(new_size)` (it updates config.vocab_size) "
+            "or set the matching config fields before saving."
         )
-    if fresh_pooler:
+    with torch.no_grad():
+        loaded = target.load_state_dict(state, strict=False)
+    loading_info = {"missing_keys": loaded.missing_keys, "unexpected_keys": loaded.unexpected_keys}
+    problem = loading_problem(target, loading_info, description, allowed_missing=("pooler.",))
+    if problem is not None:
+        raise ValueError(problem)
+    if any(name.startswith("pooler.") for name in loaded.missing_keys):
         logger.warning(
             "%s has no pooler weights; the %s's pooler starts fresh, like its classification head.",
             description,
             type(classifier).__name__,
         )
-    with torch.no_grad():
-        result = target.load_state_dict(state, strict=False)
-    assert not result.unexpected_keys, result.unexpected_keys  # checked above
     return classifier
 
 
-def _load_base_model(path: str | os.PathLike) -> tuple[nn.Module, Any, str]:
+def _load_checkpoint_base_model(path: str | os.PathLike) -> tuple[nn.Module, Any, str]:
     """The base model stored in a checkpoint folder, loaded so that nothing is filled in silently."""
     description = f"checkpoint {os.fspath(path)}"
     if not Path(path).is_dir():
@@ -800,7 +791,9 @@ def _load_base_model(path: str | os.PathLike) -> tuple[nn.Module, Any, str]:
     # Weights the config asks for that the file lacks (random values), and weights of layers the config does not
     # have (a config with fewer layers than its weights: from_pretrained drops them with a log line only). A head
     # of the checkpoint (a masked-LM's `cls.*`) is dropped on purpose, and a missing pooler is handled below.
-    check_loading_info(base, info, path, unused_prefixes=("pooler.",))
+    problem = loading_problem(base, info, path, allowed_missing=("pooler.",))
+    if problem is not None:
+        raise ValueError(problem)
     pooler_missing = [name for name in info.get("missing_keys", ()) if str(name).startswith("pooler.")]
     if pooler_missing and getattr(base, "pooler", None) is not None:
         # from_pretrained filled the pooler with fresh values; drop it so that the classifier keeps its own fresh

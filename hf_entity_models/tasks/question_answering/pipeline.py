@@ -5,8 +5,8 @@ transformers 5.x no longer ships a question-answering pipeline; this one answers
 overlapping windows.
 
 This file imports only torch, transformers, the standard library, ``postprocess.py`` next to it (relatively) and the
-shared ``checkpoint_fit`` and ``pipeline_inputs`` modules, which saving copies next to it (the imports made relative),
-so that the four files can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)``
+shared ``pipeline_inputs`` module, which saving copies next to it (the import made relative), so that the three
+files can be saved next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)``
 on a machine without hf_entity_models.
 """
 
@@ -17,7 +17,6 @@ from typing import Any
 import torch
 from transformers.pipelines.base import ChunkPipeline
 
-from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
 from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
 from .postprocess import rank_answer_spans
 
@@ -88,10 +87,9 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             token span, as in the SQuAD post-processing.
 
     Raises:
-        ValueError: When built, a model whose config.json does not fit its weights file (weights the config asks for
-            that the file lacks, or layers of the file the config drops; see `checkpoint_fit`). When called, an
-            empty question or context, a question that leaves no room for the context in ``max_seq_len``, a
-            ``max_seq_len`` beyond the model's positions, or invalid parameter values.
+        ValueError: When built, a slow tokenizer or one whose files are missing. When called, an empty question or
+            context, a question that leaves no room for the context in ``max_seq_len``, a ``max_seq_len`` beyond the
+            model's positions, or invalid parameter values.
         TypeError: Non-string questions or contexts, or unknown arguments.
 
     Example:
@@ -107,8 +105,6 @@ class QuestionAnsweringPipeline(ChunkPipeline):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # pipeline() loads the model itself and never shows us from_pretrained's report of weights left random.
-        check_weights_fit_config(self.model)
         check_tokenizer_files(self.tokenizer)
         if self.tokenizer is None or not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from transformers import Trainer, TrainingArguments, default_data_collator
 from transformers.utils import logging
 
+from ...hub.evaluation_results import record_evaluation
 from ...training.distributed import (
     check_processes_connected,
     gather_rows,
@@ -549,7 +550,7 @@ def train_on_squad(
 
 
 def _record(config: Any, evaluation: SquadEvaluation) -> None:
-    if not hasattr(config, "record_evaluation"):
+    if not hasattr(config, "evaluation_results"):
         return
     dataset = DATASET_IDS[evaluation.version]
     # SQuAD 2.0: the split and the share answered too, so that a model that never answers, whose overall F1 is the
@@ -559,7 +560,7 @@ def _record(config: Any, evaluation: SquadEvaluation) -> None:
     )
     for metric in metrics:
         if metric in evaluation.scores and math.isfinite(evaluation.scores[metric]):
-            config.record_evaluation(
-                task="question-answering", dataset=dataset, split="validation", metric=metric,
+            record_evaluation(
+                config, task="question-answering", dataset=dataset, split="validation", metric=metric,
                 value=round(float(evaluation.scores[metric]), 4),
             )

@@ -7,24 +7,21 @@ saving a model makes its folder self-contained, the way transformers flattens mo
 modeling files: every shared module the saved code imports is copied next to it, and the import is rewritten to the
 relative form (`from .entity_hub import EntityHubMixin`) that transformers' remote-code loader resolves.
 
-Inside a checkpoint (a remote-code module cache), the shared modules are already plain neighbours: nothing here
-matches and saving again copies the files as transformers always does. This module imports only the standard library
-and transformers, so it runs in both places.
+Package code, run by the package's save (`hub.checkpoint_writer`), never saved into a checkpoint: there, the shared
+modules are already plain neighbours imported relatively, and saving again copies them as transformers always does.
 """
 
 import ast
-import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 from transformers.dynamic_module_utils import get_relative_import_files
 
-# "hf_entity_models.models._shared" in the package; the remote-code package name inside a checkpoint, where no saved
-# file imports it absolutely.
-SHARED_PACKAGE = __name__.rpartition(".")[0]
-SHARED_DIR = Path(__file__).resolve().parent
+from ..models import _shared as shared_models
+
+SHARED_PACKAGE = shared_models.__name__  # "hf_entity_models.models._shared"
+SHARED_DIR = Path(shared_models.__file__).resolve().parent
 _SHARED_IMPORT = re.compile(rf"^(?P<indent>[ \t]*)from[ \t]+{re.escape(SHARED_PACKAGE)}\.(?P<module>\w+)[ \t]+import\b", re.M)
 
 
@@ -42,7 +39,7 @@ def shared_imports(source: str) -> list[str]:
     return list(dict.fromkeys(match["module"] for match in _SHARED_IMPORT.finditer(source)))
 
 
-def checkpoint_code_files(module_file: str | Path) -> list[Path]:
+def files_to_ship(module_file: str | Path) -> list[Path]:
     """Every source file a checkpoint needs to run `module_file`: the file, its relative imports and the shared
     modules it imports, followed recursively (shared modules may import one another relatively)."""
     needed: dict[str, Path] = {}
@@ -72,7 +69,7 @@ def make_folder_self_contained(folder: str | Path, module_file: str | Path) -> l
     """
     folder = Path(folder)
     shared_files = []
-    for code_file in checkpoint_code_files(module_file):
+    for code_file in files_to_ship(module_file):
         saved_file = folder / code_file.name
         if code_file.parent == SHARED_DIR:
             shared_files.append(code_file)
@@ -98,24 +95,3 @@ def _refuse_package_imports(saved_file: Path) -> None:
                 f"{saved_file.name}, line {node.lineno}: the saved code still imports {package}, which a checkpoint "
                 f"cannot: import shared code on one line as `from {SHARED_PACKAGE}.<module> import ...`."
             )
-
-# `save_pretrained(push_to_hub=True, ...)` options that belong to the upload, not to the save.
-_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "private", "create_pr", "revision")
-
-
-class SelfContainedConfigMixin:
-    """`save_pretrained` for a config whose code imports shared modules: the saved folder is self-contained.
-
-    Put it before `PreTrainedConfig` in the bases. Models save their config through it; a config saved or pushed on
-    its own (`config.save_pretrained(folder)`, `config.push_to_hub(repo)`) loads with
-    `AutoConfig.from_pretrained(folder, trust_remote_code=True)` where this package is not installed.
-    """
-
-    def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs) -> None:
-        hub_options = {key: kwargs.pop(key) for key in _PUSH_OPTIONS if key in kwargs}
-        super().save_pretrained(save_directory, push_to_hub=False, **kwargs)
-        if self._auto_class is not None:  # the code was saved: the shared modules it imports travel with it
-            make_folder_self_contained(save_directory, sys.modules[type(self).__module__].__file__)
-        if push_to_hub:  # uploads a fresh save of the same files, made self-contained by the line above
-            repo_id = hub_options.pop("repo_id", None) or Path(save_directory).name
-            self.push_to_hub(repo_id, token=kwargs.get("token"), **hub_options)

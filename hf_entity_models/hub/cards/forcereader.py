@@ -1,13 +1,13 @@
 """What the model card of a ForceReader checkpoint says about the model: overview, configuration table, limits,
 citation, usage.
 
-The rest of the card (Hub metadata, data, results, loading without the package) is written by the shared
-`entity_hub.py`, from `FORCEREADER_MODEL_CARD`. Shipped next to the weights with the other code files.
+The rest of the card (Hub metadata, data, results, loading without the package) is written by `hub/model_cards.py`;
+the package writes the card when it saves or pushes a model (the checkpoint does not carry this file).
 """
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, encoder_summary
+from ..model_cards import ModelCardSpec, encoder_summary
 
-from .configuration_forcereader import ForceReaderConfig
+from ...models.forcereader.configuration_forcereader import ForceReaderConfig
 
 _EXAMPLE = 'question="Who founded Microsoft?", context="I know from the book that Bill Gates founded Microsoft."'
 

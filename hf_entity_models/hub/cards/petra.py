@@ -1,14 +1,14 @@
 """What the model card of a PeTra checkpoint says about PeTra: overview, configuration table, limits, citation, usage.
 
-The rest of the card (Hub metadata, data, results, decision threshold, loading without the package) is written by the
-shared `entity_hub.py`, from `PETRA_MODEL_CARD`. Shipped next to the weights with the other code files.
+The rest of the card (Hub metadata, data, results, loading without the package) is written by `hub/model_cards.py`;
+the package writes the card when it saves or pushes a model (the checkpoint does not carry this file).
 """
 
 from transformers import PreTrainedModel
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, encoder_summary
+from ..model_cards import ModelCardSpec, encoder_summary
 
-from .configuration_petra import PetraConfig
+from ...models.petra.configuration_petra import PetraConfig
 
 # The coreference example of the usage section: a pronoun and two candidate names, as character offsets.
 _EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."

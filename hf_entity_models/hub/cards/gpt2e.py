@@ -1,13 +1,13 @@
 """What the model card of a GPT2E checkpoint says about the model: overview, configuration table, limits, citation,
 usage.
 
-The rest of the card (Hub metadata, data, results, loading without the package) is written by the shared
-`entity_hub.py`, from `GPT2E_MODEL_CARD`. Shipped next to the weights with the other code files.
+The rest of the card (Hub metadata, data, results, loading without the package) is written by `hub/model_cards.py`;
+the package writes the card when it saves or pushes a model (the checkpoint does not carry this file).
 """
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec
+from ..model_cards import ModelCardSpec
 
-from .configuration_gpt2e import GPT2EConfig
+from ...models.gpt2e.configuration_gpt2e import GPT2EConfig
 
 _CITATION = """@inproceedings{stylianou2021et,
   title = {E.T.: Entity-Transformers. Coreference augmented Neural Language Model for richer mention representations via Entity-Transformer blocks},

@@ -1,8 +1,7 @@
 """Measured results recorded in a model config (`config.evaluation_results`), checked and kept one per measurement.
 
-Model-agnostic: written once here and inherited by the config of every model that records results; saving a model
-copies it next to the weights (see `portable_code`). It imports only the standard library; the model card reads the
-results it keeps.
+Package code (a checkpoint carries the recorded results in its config.json, not this code): the training code and
+the CLI record results, and the model card (`hub.checkpoint_writer`) checks and reports them.
 """
 
 import math
@@ -14,62 +13,56 @@ EVALUATION_RESULT_KEYS = ("task", "dataset", "split", "metric", "value")
 EVALUATION_RESULT_OPTIONAL_KEYS = ("threshold", "dataset_name", "metric_name")
 
 
-class EvaluationResultsMixin:
-    """`record_evaluation` and `validate_evaluation_results` for a config with an `evaluation_results` field."""
+def record_evaluation(
+    config: Any,
+    task: str,
+    dataset: str,
+    split: str,
+    metric: str,
+    value: float,
+    threshold: float | None = None,
+    dataset_name: str | None = None,
+    metric_name: str | None = None,
+) -> None:
+    """Record one measured result in `config.evaluation_results`, so that the model card reports it.
 
-    evaluation_results: list[dict[str, Any]] | None
+    A result with the same task, dataset, split and metric replaces the earlier one (re-tuning the threshold
+    updates the card instead of listing stale values).
 
-    def record_evaluation(
-        self,
-        task: str,
-        dataset: str,
-        split: str,
-        metric: str,
-        value: float,
-        threshold: float | None = None,
-        dataset_name: str | None = None,
-        metric_name: str | None = None,
-    ) -> None:
-        """Record one measured result so that the model card reports it.
+    Args:
+        config: The model's config (any config with an `evaluation_results` field).
+        task: What was evaluated, e.g. `"coreference"`.
+        dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
+        split: Dataset split, e.g. `"validation"`.
+        metric: Metric id, e.g. `"f1"`, `"bias"`.
+        value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
+        threshold: Decision threshold the value was measured at, if any.
+        dataset_name: Display name of the dataset, e.g. `"GAP"`.
+        metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
 
-        A result with the same task, dataset, split and metric replaces the earlier one (re-tuning the threshold
-        updates the card instead of listing stale values).
+    Example:
 
-        Args:
-            task: What was evaluated, e.g. `"coreference"`.
-            dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
-            split: Dataset split, e.g. `"validation"`.
-            metric: Metric id, e.g. `"f1"`, `"bias"`.
-            value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
-            threshold: Decision threshold the value was measured at, if any.
-            dataset_name: Display name of the dataset, e.g. `"GAP"`.
-            metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
+    ```python
+    >>> from types import SimpleNamespace
+    >>> config = SimpleNamespace(evaluation_results=None)
+    >>> record_evaluation(config, "coreference", "gap", "validation", "f1", 0.70, threshold=0.05)
+    >>> record_evaluation(config, "coreference", "gap", "validation", "f1", 0.72, threshold=0.04)
+    >>> [(r["metric"], r["value"]) for r in config.evaluation_results]
+    [('f1', 0.72)]
 
-        Example:
-
-        ```python
-        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.70, threshold=0.05)  # doctest: +SKIP
-        >>> config.record_evaluation("coreference", "gap", "validation", "f1", 0.72, threshold=0.04)  # doctest: +SKIP
-        >>> [(r["metric"], r["value"]) for r in config.evaluation_results]  # doctest: +SKIP
-        [('f1', 0.72)]
-
-        ```
-        """
-        self.evaluation_results = with_recorded_result(
-            self.evaluation_results,
-            task=task,
-            dataset=dataset,
-            split=split,
-            metric=metric,
-            value=value,
-            threshold=threshold,
-            dataset_name=dataset_name,
-            metric_name=metric_name,
-        )
-
-    def validate_evaluation_results(self) -> None:
-        """Check every recorded evaluation result (also run by `save_pretrained`, after in-place edits)."""
-        check_evaluation_results(self.evaluation_results)
+    ```
+    """
+    config.evaluation_results = with_recorded_result(
+        getattr(config, "evaluation_results", None),
+        task=task,
+        dataset=dataset,
+        split=split,
+        metric=metric,
+        value=value,
+        threshold=threshold,
+        dataset_name=dataset_name,
+        metric_name=metric_name,
+    )
 
 
 def check_evaluation_results(results: list[dict[str, Any]] | None) -> None:

@@ -1,13 +1,13 @@
 """What the model card of a DefinitionEMB checkpoint says about the model: overview, configuration table, limits,
 citation, usage.
 
-The rest of the card (Hub metadata, data, results, loading without the package) is written by the shared
-`entity_hub.py`, from `DEFINITION_EMB_MODEL_CARD`. Shipped next to the weights with the other code files.
+The rest of the card (Hub metadata, data, results, loading without the package) is written by `hub/model_cards.py`;
+the package writes the card when it saves or pushes a model (the checkpoint does not carry this file).
 """
 
-from hf_entity_models.models._shared.entity_hub import ModelCardSpec, hub_model_id
+from ..model_cards import ModelCardSpec, hub_model_id
 
-from .configuration_definition_emb import ENCODER_DECODER, DefinitionEmbConfig
+from ...models.definition_emb.configuration_definition_emb import ENCODER_DECODER, DefinitionEmbConfig
 
 _CITATION = """@misc{zhang2024definitionemb,
   title = {Reconsidering Token Embeddings with the Definitions for Pre-trained Language Models},
