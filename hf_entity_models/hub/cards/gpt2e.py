@@ -5,6 +5,7 @@ The rest of the card (Hub metadata, data, results, loading without the package) 
 the package writes the card when it saves or pushes a model (the checkpoint does not carry this file).
 """
 
+from ..measured_figures import GPT2E_RECALL
 from ..model_cards import ModelCardSpec
 
 from ...models.gpt2e.configuration_gpt2e import GPT2EConfig
@@ -64,14 +65,16 @@ def _config_rows(config: GPT2EConfig, class_name: str) -> list[tuple[str, str]]:
 _WHY_THE_MEMORY = (
     "Why the entity memory is the default and the paper's reading a preset: on a recall task (two windows per "
     "document; window 0 names two entities, window 1 says \"he NAME\" for each, a window-local model can do no "
-    "better than ln 16 = 2.77 nats on the names; `benchmarks/bench_gpt2e_recall.py`, 3 seeds, tiny models trained "
-    "as the Trainer reads documents) the paper's design scores 2.79 nats, the same as GPT-2 (2.80) and as itself "
-    "with the ids zeroed: the final hidden state it stores becomes a next-token predictor that no longer says which "
-    "entity it was, and within a window every entity reads the same vector of ones. The entity memory scores 0.01 "
-    "nats (3.5 with the ids zeroed). Its write is not learned (only its gate is): the store carries states across "
-    "windows detached, so a learned write gets no signal from the next window, and measured so it forgot the "
-    "entity; the token embedding is added to the hidden state because the hidden state alone lost the token (both "
-    "stayed at 2.79)."
+    f"better than ln 16 = {GPT2E_RECALL['window_local_level_nats']:.2f} nats on the names; "
+    "`benchmarks/bench_gpt2e_recall.py`, 3 seeds, tiny models trained as the Trainer reads documents) the paper's "
+    f"design scores {GPT2E_RECALL['paper_design_nats']:.2f} nats, the same as GPT-2 ({GPT2E_RECALL['gpt2_nats']:.2f}) "
+    "and as itself with the ids zeroed: the final hidden state it stores becomes a next-token predictor that no "
+    "longer says which entity it was, and within a window every entity reads the same vector of ones. The entity "
+    f"memory scores {GPT2E_RECALL['memory_nats']:.2f} nats ({GPT2E_RECALL['memory_ids_zeroed_nats']:.1f} with the ids "
+    "zeroed). Its write is not learned (only its gate is): the store carries states across windows detached, so a "
+    "learned write gets no signal from the next window, and measured so it forgot the entity; the token embedding is "
+    "added to the hidden state because the hidden state alone lost the token (both stayed at "
+    f"{GPT2E_RECALL['learned_write_nats']:.2f})."
 )
 
 
@@ -87,7 +90,8 @@ def _limitations(config: GPT2EConfig, datasets: list[str]) -> list[str]:
             "attention in every block (each mention reads its own entity's state, a lookup, not an attention over "
             "positions, in one layer instead of every block: see the step-time ratio in benchmarks/RESULTS.md); "
             "states start at "
-            "zero; the states returned by `forward` keep their gradient (the document store detaches them).",
+            "zero; the states returned by `forward` are detached, unless `keep_entity_state_graph=True` asks for "
+            "their graph (back-propagation across windows).",
             "Generation continues a prompt as a window of its document: pass the `entity_states` of the text before "
             "it (none at the start of a document); the memory updates as the prompt and the continuation are read. "
             "Generated tokens carry the no-entity id unless `generate(..., entity_id_policy=fn)` assigns ids. Beam "
