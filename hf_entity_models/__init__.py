@@ -1,15 +1,17 @@
 """hf-entity-models: entity-aware research models as HuggingFace transformers models.
 
-Importing the package registers every config and model with the transformers Auto classes.
+Importing the package registers every config, model and pipeline with transformers: on first use, so that the import
+itself loads neither torch nor transformers (see `_registration`). `AutoModel.from_pretrained` of a PeTra folder,
+`pipeline("coreference", ...)` and `hf_entity_models.PetraModel` all work right after `import hf_entity_models`.
 """
 
 import importlib
-import os
-import sys
+
+from ._registration import ensure_registered, install
 
 __version__ = "0.1.0"
 
-# Where each public name lives: read on first access when the eager imports below were skipped.
+# Where each public name lives: imported on first access.
 _PUBLIC_MODULES = {
     "AutoModelForCoreference": ".auto",
     "CheckpointError": ".models._shared.checkpoints",
@@ -23,31 +25,22 @@ _PUBLIC_MODULES = {
 }
 
 
-def _started_as_the_console_script() -> bool:
-    """`hf-entity` imports this package only to reach `hf_entity_models.cli`, whose --help must not wait seconds for
-    torch and transformers; its commands register the models themselves before they run."""
-    return bool(sys.argv) and os.path.basename(sys.argv[0]) in ("hf-entity", "hf-entity.exe", "hf-entity-script.py")
-
-
 def __getattr__(name: str):
+    # PEP 562: a public name is imported on first access (as transformers' own `_LazyModule` does), and registers the
+    # package with transformers.
     if name not in _PUBLIC_MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC_MODULES[name], __name__), name)
+    ensure_registered()
     globals()[name] = value
     return value
 
 
-if not _started_as_the_console_script():
-    from .auto import AutoModelForCoreference, register_auto_classes, register_pipelines
-    from .models._shared.checkpoints import CheckpointError
-    from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel, DefinitionEmbOutput
-    from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
-    from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
-    from .models.petra import PetraConfig, PetraForCoreference, PetraModel
-    from .models.refreader import RefReaderConfig, RefReaderForCausalLM, RefReaderForCoreference, RefReaderModel
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC_MODULES))
 
-    register_auto_classes()
-    register_pipelines()
+
+install()
 
 __all__ = [
     "AutoModelForCoreference",

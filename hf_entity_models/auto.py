@@ -11,7 +11,6 @@ classes do not exist: coreference heads map to `AutoModel` (and `AutoConfig` to 
 
 from collections import OrderedDict
 
-import transformers.pipelines
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForQuestionAnswering
 from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAutoMapping
 from transformers.pipelines import PIPELINE_REGISTRY
@@ -96,11 +95,6 @@ def register_pipelines() -> None:
         pt_model=AutoModelForQuestionAnswering,
         type="text",
     )
-    # Recent transformers releases (5.23, not 5.6) make `pipeline()` refuse the task names they removed (REMOVED_TASKS)
-    # before it looks at the registry; the task is ours again, so it must leave that list.
-    removed_tasks = getattr(transformers.pipelines, "REMOVED_TASKS", None)
-    if isinstance(removed_tasks, dict):
-        removed_tasks.pop("question-answering", None)
     for coreference_model in (PetraForCoreference, RefReaderForCoreference):
         CHECKPOINT_WRITER.register_pipeline(
             coreference_model, HUB_COREFERENCE_TASK, CoreferencePipeline, model_auto_class="AutoModel"
