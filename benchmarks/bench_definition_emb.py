@@ -58,11 +58,8 @@ from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
 )
 from hf_entity_models.tasks.embeddings.isotropy import isotropy_by_group  # noqa: E402
 from hf_entity_models.tasks.embeddings.quality import definitions_of_single_tokens, mean_pairwise_cosine  # noqa: E402
-from hf_entity_models.tasks.embeddings.replacement import (  # noqa: E402
-    apply_definition_embeddings,
-    blended_rows,
-    compute_definition_embeddings,
-)
+from hf_entity_models.tasks.embeddings.definition_embeddings import compute_definition_embeddings  # noqa: E402
+from hf_entity_models.tasks.embeddings.replacement import apply_definition_embeddings, blended_rows  # noqa: E402
 from hf_entity_models.tasks.embeddings.training import (  # noqa: E402
     LEAST_SQUARES_PROMPTS,
     build_definition_trainer,

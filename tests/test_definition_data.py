@@ -29,7 +29,8 @@ from hf_entity_models.tasks.embeddings.definitions import (
     read_wordnet_glosses,
     split_definitions,
 )
-from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt, encoder_decoder_example
+from hf_entity_models.tasks.embeddings.corruption import encoder_decoder_example
+from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt
 from hf_entity_models.tasks.embeddings.training import build_definition_trainer, definition_training_arguments
 
 WORDNET_GLOSSES = GPT2_TOKENIZER_DIR.parents[1] / "wordnet" / "wordnet30_glosses.tsv"

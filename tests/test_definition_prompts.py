@@ -11,16 +11,18 @@ import torch
 from embedding_fixtures import GPT2_TOKENIZER_DIR, bart_tokenizer, roberta_tokenizer, wordpiece_tokenizer
 from transformers import AutoTokenizer, T5Tokenizer
 
-from hf_entity_models.tasks.embeddings.prompts import (
+from hf_entity_models.tasks.embeddings.corruption import (
     IGNORE_INDEX,
-    DefinitionPrompt,
-    WordDefinition,
-    build_definition_prompt,
     corrupt_for_encoder,
-    default_decoder_start_token_id,
     encoder_decoder_example,
     masked_all_slots,
     masked_one_at_a_time,
+)
+from hf_entity_models.tasks.embeddings.prompts import (
+    DefinitionPrompt,
+    WordDefinition,
+    build_definition_prompt,
+    default_decoder_start_token_id,
     random_replacement_ids,
     slot_token_ids,
     sentinel_token_ids,

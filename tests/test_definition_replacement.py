@@ -20,13 +20,8 @@ from hf_entity_models import DefinitionEmbConfig, DefinitionEmbModel
 from hf_entity_models.models.definition_emb import PAPER_SETTINGS
 from hf_entity_models.tasks.embeddings.prompts import WordDefinition, build_definition_prompt
 import hf_entity_models.tasks.embeddings.replacement as replacement
-from hf_entity_models.tasks.embeddings.replacement import (
-    TokenDefinitionEmbeddings,
-    apply_definition_embeddings,
-    compute_definition_embeddings,
-    read_task_texts,
-    replacement_budget,
-)
+from hf_entity_models.tasks.embeddings.definition_embeddings import TokenDefinitionEmbeddings, compute_definition_embeddings
+from hf_entity_models.tasks.embeddings.replacement import apply_definition_embeddings, read_task_texts, replacement_budget
 
 DEFINITIONS = [
     ("cat", "noun", "a small domesticated feline animal"),

@@ -24,6 +24,12 @@ This module implements, in plain Python + numpy:
 Array inputs may be numpy arrays, nested sequences or torch tensors (moved to
 CPU and detached first); torch is never imported here.
 
+The module stays whole at about 1,000 lines: these are the metrics of one
+evaluation, GAP (the threshold is chosen on GAP F1, people are counted on GAP
+validation documents), and they share the private checks of arrays,
+probabilities and thresholds (``_as_numpy``, ``_validated_thresholds``,
+``_check_threshold``, ``_check_probabilities``, ``_read_only``).
+
 Example:
     >>> gold = [GapGold("validation-1", "He", a_coref=True, b_coref=False)]
     >>> score_gap(gold, {"validation-1": (True, False)}).f1

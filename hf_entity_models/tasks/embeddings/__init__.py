@@ -3,6 +3,8 @@ number words), training the definition reader with Trainer, replacing a model's 
 of the paper: isotropy per frequency group, DelDirection, word similarity, SVD projections, GLUE MRPC / RTE."""
 
 from .collator import DefinitionCollator
+from .corruption import corrupt_for_encoder, encoder_decoder_example, masked_all_slots, masked_one_at_a_time
+from .definition_embeddings import TokenDefinitionEmbeddings, compute_definition_embeddings
 from .definitions import (
     definition_prompt_dataset,
     load_definitions,
@@ -28,22 +30,11 @@ from .prompts import (
     DefinitionPrompt,
     WordDefinition,
     build_definition_prompt,
-    corrupt_for_encoder,
-    encoder_decoder_example,
-    masked_all_slots,
-    masked_one_at_a_time,
     slot_token_ids,
     tokenizer_convention,
     word_forms,
 )
-from .replacement import (
-    DefinitionEmbeddingReplacement,
-    TokenDefinitionEmbeddings,
-    apply_definition_embeddings,
-    blended_rows,
-    compute_definition_embeddings,
-    read_task_texts,
-)
+from .replacement import DefinitionEmbeddingReplacement, apply_definition_embeddings, blended_rows, read_task_texts
 from .training import build_definition_trainer, definition_training_arguments, fit_projection_by_least_squares
 from .word_similarity import (
     WordSimilarityResult,

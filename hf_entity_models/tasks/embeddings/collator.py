@@ -3,12 +3,12 @@
 `DefinitionCollator` turns rows of `definitions.definition_prompt_dataset` (``input_ids``, ``corruption_spans``)
 into exactly what `DefinitionEmbModel.forward` takes:
 
-* ``"encoder-only"``: with ``word_slots="distinct"`` every word-slot token masked (`prompts.masked_all_slots`, as
-  the reader is read); with ``"paper"`` every prompt freshly corrupted (`prompts.corrupt_for_encoder`: 50% mask,
+* ``"encoder-only"``: with ``word_slots="distinct"`` every word-slot token masked (`corruption.masked_all_slots`, as
+  the reader is read); with ``"paper"`` every prompt freshly corrupted (`corruption.corrupt_for_encoder`: 50% mask,
   25% random token, 25% unchanged inside the word slots); ``labels`` are the original ids of the word-slot tokens
   (with ``single_token_slots_only``, only of slots that are one token), -100 elsewhere.
 * ``"encoder-decoder"``: source with one sentinel per word slot, decoder input and labels
-  (`prompts.encoder_decoder_example`), plus ``decoder_attention_mask``.
+  (`corruption.encoder_decoder_example`), plus ``decoder_attention_mask``.
 
 Padding is on the right with the tokenizer's pad id; labels are padded with -100.
 
@@ -28,15 +28,17 @@ from typing import Any
 import torch
 
 from ...models.definition_emb.configuration_definition_emb import READER_TYPES
-from .prompts import (
+from .corruption import (
     IGNORE_INDEX,
-    DefinitionPrompt,
     check_corruption_probabilities,
     corrupt_for_encoder,
-    default_decoder_start_token_id,
-    WORD_SLOT_CHOICES,
     encoder_decoder_example,
     masked_all_slots,
+)
+from .prompts import (
+    DefinitionPrompt,
+    default_decoder_start_token_id,
+    WORD_SLOT_CHOICES,
     random_replacement_ids,
     sentinel_token_ids,
 )

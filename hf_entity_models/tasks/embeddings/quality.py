@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .replacement import compute_definition_embeddings, reads_own_definitions_only, word_slots_of
+from .definition_embeddings import compute_definition_embeddings, reads_own_definitions_only, word_slots_of
 
 __all__ = [
     "HeldOutComparison",

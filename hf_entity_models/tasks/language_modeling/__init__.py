@@ -2,38 +2,26 @@
 collator, and perplexity; entity-annotated data for GPT2E (CoNLL coreference -> input_ids + entity_ids, LAMBADA), and the synthetic entity
 recall task."""
 
-from .collator import IGNORE_INDEX, LanguageModelingCollator, lm_data_collator
+from ..coreference.conll import CorefDocument, coref_documents_from_dataset, read_conll_coreference
+from .collator import IGNORE_INDEX, EntityLanguageModelingCollator, LanguageModelingCollator, lm_data_collator
 from .corpus import (
-    DEFAULT_GAP_FILE,
-    DEFAULT_LITBANK_DIR,
-    DEFAULT_SQUAD_FILES,
     LanguageModelingCorpus,
     SplitStatistics,
     build_lm_corpus,
     load_lm_corpus_from_shared_data,
+    resolve_separator_token_id,
+    split_documents_by_source,
+)
+from .corpus_readers import (
+    DEFAULT_GAP_FILE,
+    DEFAULT_LITBANK_DIR,
+    DEFAULT_SQUAD_FILES,
     read_gap_texts,
     read_litbank_documents,
     read_shared_data_documents,
     read_squad_contexts,
-    resolve_separator_token_id,
-    split_documents_by_source,
 )
-from .entities import (
-    CorefDocument,
-    EntityLanguageModelingCollator,
-    document_windows,
-    entity_ids_for_document,
-    entity_ids_from_clusters,
-    entity_ids_from_text,
-    entity_lm_document_names,
-    entity_lm_windows,
-    lambada_examples,
-    load_litbank_entity_lm,
-    order_windows_for_streams,
-    coref_documents_from_dataset,
-    read_conll_coreference,
-    read_lambada,
-)
+from .entity_alignment import entity_ids_for_document, entity_ids_from_clusters, entity_ids_from_text
 from .entity_evaluation import (
     PRONOUNS,
     LambadaScores,
@@ -57,8 +45,12 @@ from .entity_training import (
     evaluate_entity_lm,
     order_windows_for_processes,
 )
+from .entity_windows import document_windows, entity_lm_windows
+from .lambada import lambada_examples, read_lambada
+from .litbank_entity_lm import entity_lm_document_names, load_litbank_entity_lm
 from .metrics import perplexity_from_loss
 from .refreader_pretraining import build_refreader_lm_trainer, refreader_lm_training_arguments
+from .stream_order import order_windows_for_streams
 
 __all__ = [
     "HE_TOKEN",

@@ -34,8 +34,9 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import speed_metrics
 
 from ...training.distributed import check_processes_connected
-from .entities import EntityLanguageModelingCollator, order_windows_for_streams
+from .collator import EntityLanguageModelingCollator
 from .entity_evaluation import assign_documents_to_processes, entity_nll, entity_nll_sums, reads_entities
+from .stream_order import order_windows_for_streams
 
 __all__ = [
     "EntityLMCollatorFor",

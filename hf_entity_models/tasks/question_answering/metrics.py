@@ -37,6 +37,10 @@ the best one the reported threshold is ``0.0`` even if some null odds are below 
 side of an unanswerable question it tests the raw prediction string (``"  "`` counts as an answer there).
 Questions are visited in ascending null odds, ties in the order of ``null_odds``.
 
+The module stays whole at about 800 lines: it is one metric family (the official scripts' EM and F1, both
+versions), whose public functions share the normalisation, the per-answer scores and the input checks
+(``_checked_*``), and much of its length is this account of where it follows or departs from the scripts.
+
 Example:
     >>> normalize_answer("The  Eiffel-Tower!")
     'eiffeltower'
