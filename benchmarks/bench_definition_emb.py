@@ -47,14 +47,11 @@ from hf_entity_models.tasks.embeddings.definitions import (  # noqa: E402
     number_word_definitions,
     read_wordnet_glosses,
 )
-from hf_entity_models.tasks.embeddings.glue import (  # noqa: E402
+from hf_entity_models.tasks.embeddings.glue import glue_features, read_glue, split_off_selection, task_texts  # noqa: E402
+from hf_entity_models.tasks.embeddings.glue_fine_tuning import (  # noqa: E402
     fine_tune_glue,
-    glue_features,
     glue_training_arguments,
-    read_glue,
     sequence_classifier_from,
-    split_off_selection,
-    task_texts,
 )
 from hf_entity_models.tasks.embeddings.isotropy import isotropy_by_group  # noqa: E402
 from hf_entity_models.tasks.embeddings.quality import definitions_of_single_tokens, mean_pairwise_cosine  # noqa: E402

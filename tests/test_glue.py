@@ -23,17 +23,14 @@ from transformers import (
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-from hf_entity_models.tasks.embeddings import glue
-from hf_entity_models.tasks.embeddings.glue import (
+from hf_entity_models.tasks.embeddings import glue, glue_fine_tuning
+from hf_entity_models.tasks.embeddings.glue import glue_features, read_glue, split_off_selection, task_texts
+from hf_entity_models.tasks.embeddings.glue_fine_tuning import (
     build_glue_trainer,
     compute_glue_metrics,
     fine_tune_glue,
-    glue_features,
     glue_training_arguments,
-    read_glue,
     sequence_classifier_from,
-    split_off_selection,
-    task_texts,
 )
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
@@ -343,7 +340,7 @@ def test_sequence_classifier_from_saved_base_model_loads_weights_exactly(tmp_pat
     _same_weights(base.state_dict(), sequence_classifier_from(base).bert.state_dict())
     masked_lm = BertForMaskedLM(tiny_bert_config(vocab_size=120))
     masked_lm.save_pretrained(tmp_path / "mlm")
-    glue_logger = logging.get_logger(glue.__name__)
+    glue_logger = logging.get_logger(glue_fine_tuning.__name__)
     with CaptureLogger(glue_logger) as captured:
         from_mlm = sequence_classifier_from(tmp_path / "mlm")
     assert "no pooler weights" in captured.out  # BertForMaskedLM has no pooler: it starts fresh, and we say so

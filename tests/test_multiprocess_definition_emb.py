@@ -27,7 +27,8 @@ from ddp_train_definition_emb import (  # noqa: E402
     PER_DEVICE_BATCH,
 )
 
-from hf_entity_models.tasks.embeddings.glue import build_glue_trainer, glue_training_arguments, read_glue  # noqa: E402
+from hf_entity_models.tasks.embeddings.glue import read_glue
+from hf_entity_models.tasks.embeddings.glue_fine_tuning import build_glue_trainer, glue_training_arguments  # noqa: E402
 
 MODEL = "definition_emb"
 ROWS = {"definitions": (DEFINITION_TRAIN, DEFINITION_EVAL), "glue": (GLUE_TRAIN, GLUE_DEV)}

@@ -20,7 +20,8 @@ from transformers import BertConfig, BertForSequenceClassification, set_seed
 
 from hf_entity_models.models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
 from hf_entity_models.tasks.embeddings.definitions import definition_prompt_dataset
-from hf_entity_models.tasks.embeddings.glue import build_glue_trainer, glue_training_arguments, read_glue
+from hf_entity_models.tasks.embeddings.glue import read_glue
+from hf_entity_models.tasks.embeddings.glue_fine_tuning import build_glue_trainer, glue_training_arguments
 from hf_entity_models.tasks.embeddings.training import build_definition_trainer, definition_training_arguments
 
 GLUE_DIR = DATA_DIR / "glue"

@@ -2,8 +2,8 @@
 
 `PreTrainedModel.from_pretrained` fills a weight the checkpoint lacks with random values, drops a stored weight the
 config has no place for, and builds whatever class it is asked for from a folder of another model: only a log line
-says so. A PeTra folder loaded as a ForceReader, or a GPT2E `config.json` edited to one layer more, would answer with
-random layers. `CheckpointMixin.from_pretrained` refuses such a load with a `CheckpointError` naming the file, from
+says so. A coreference folder loaded as a question-answering model, or a `config.json` edited to one layer more, would
+answer with random layers. `CheckpointMixin.from_pretrained` refuses such a load with a `CheckpointError` naming the file, from
 the loading report transformers returns (`output_loading_info=True`): `loading_problem` is the one weight-fit check
 of the package.
 
@@ -14,10 +14,18 @@ the weights, the code of the pipelines a checkpoint declares, the model card) li
 the package, saving and pushing are transformers' own.
 """
 
+import contextlib
+import contextvars
+import dataclasses
+import inspect
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+import re
+import types
+import typing
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar, NamedTuple
 
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 WEIGHT_FILE_NAMES = ("model.safetensors", "model.safetensors.index.json")
@@ -62,8 +70,8 @@ def loading_problem(
     >>> model = BertModel(BertConfig(num_hidden_layers=1, hidden_size=8, num_attention_heads=2, intermediate_size=8))
     >>> print(loading_problem(model, {"missing_keys": [], "unexpected_keys": []}, "runs/encoder"))
     None
-    >>> loading_problem(model, {"missing_keys": ["encoder.layer.0.output.dense.bias"]}, "runs/encoder")[:56]
-    'the weights of runs/encoder does not fit the config.json o'
+    >>> loading_problem(model, {"missing_keys": ["encoder.layer.0.output.dense.bias"]}, "runs/encoder").split(":")[0]
+    'the weights of runs/encoder does not fit the config.json of runs/encoder'
 
     ```
     """
@@ -167,7 +175,7 @@ class CheckpointMixin:
     """Strict `from_pretrained` and package-extensible saving for the pretrained-model class of an entity model.
 
     Put it before `PreTrainedModel` in the bases. A subclass may set `_compatible_model_types` (checkpoints of other
-    models it starts from, e.g. GPT-2 for GPT2E) and override `_after_loading` (e.g. to freeze parameters again:
+    models it starts from, e.g. GPT-2 for a model built on GPT-2's blocks) and override `_after_loading` (e.g. to freeze parameters again:
     loading replaces the parameters that `__init__` froze).
     """
 
@@ -202,9 +210,14 @@ class CheckpointMixin:
             if problem is None:
                 raise
             raise CheckpointError(problem) from error
-        same_class = cls.__name__ in (stored.get("architectures") or ()) and stored.get("model_type") == cls.config_class.model_type
-        new_modules = () if same_class or not stored else tuple(name for name, _ in model.named_children())
-        problem = loading_problem(model, loading_info, location, allowed_missing=new_modules)
+        same_model = stored.get("model_type") == cls.config_class.model_type
+        if not stored or (same_model and cls.__name__ in (stored.get("architectures") or ())):
+            new_weights: tuple[str, ...] = ()  # saved by this class: every weight must come from the checkpoint
+        elif same_model:  # saved by another class of this model: only a head it lacked may start random
+            new_weights = _new_head_weights(model, loading_info.get("missing_keys", ()))
+        else:  # a compatible model (e.g. GPT-2 under a model built on it): the modules it lacks start random
+            new_weights = tuple(name for name, _ in model.named_children())
+        problem = loading_problem(model, loading_info, location, allowed_missing=new_weights)
         if problem is not None:
             raise CheckpointError(problem)
         model._after_loading()
@@ -238,22 +251,333 @@ class CheckpointMixin:
         return writer.push_model(self, repo_id, *args, **kwargs)
 
 
-class CheckpointConfigMixin:
-    """Package-extensible `save_pretrained` for the config of an entity model (put it before `PreTrainedConfig`): a
-    config saved on its own carries the code that loads it."""
+class ConfigFieldTypeError(TypeError, ValueError):
+    """A config field was given a value of the wrong type (1.5 cells, a threshold of "high"). A `TypeError`, and a
+    `ValueError` too: such values come from files and command lines, whose callers catch `ValueError` for bad input."""
+
+
+class SizeLimit(NamedTuple):
+    """The largest value a size field of a config may take, and why."""
+
+    maximum: int
+    reason: str
+
+
+# What a config may ask for. The limits lie far above every real checkpoint these models are built from or on (the
+# widest: BERT-large and GPT-2 XL, hidden sizes 1,024 and 1,600, 1.6 billion parameters), so that they refuse only a
+# slip (a digit too many, a byte count for a count of cells), in one line, before torch tries to allocate the weights
+# (`hidden_size=10_000_000` asked for 184 GB) or torch.compile to trace the graph.
+WIDTH_LIMIT = SizeLimit(
+    65_536, "wider than the layers of any real model (BERT-large: 1,024, GPT-2 XL: 1,600, the largest language models "
+    "about 16,000)"
+)
+VOCABULARY_LIMIT = SizeLimit(4_194_304, "larger than any real vocabulary (the largest have about 256,000 tokens)")
+LAYERS_LIMIT = SizeLimit(1_024, "deeper than any real model (GPT-2 XL: 48 blocks, the deepest language models about 130)")
+POSITIONS_LIMIT = SizeLimit(
+    1_048_576, "longer than the context of any real model, and the position table grows with it"
+)
+MEMORY_CELLS_LIMIT = SizeLimit(
+    256, "the whole memory is read and written at every token, and the papers use 2 to 20 cells"
+)
+# The compiled recurrence traces every step of a chunk into one graph: 16 steps took about 2 minutes to compile on
+# a CPU, compile time and memory grow with the steps (100,000 steps still compiled after 13 minutes, at 5.4 GB,
+# deaf to Ctrl-C), and beyond a few dozen steps a longer chunk saves no kernel launch worth having.
+MEMORY_CHUNK_LIMIT = SizeLimit(
+    128, "the compiled recurrence traces every step of a chunk into one graph, so compile time and memory grow with "
+    "it (16 steps: about 2 minutes on a CPU), while past a few dozen steps a longer chunk saves no launch worth having"
+)
+# 40 GB of float32 weights before a single activation: six times GPT-2 XL.
+PARAMETER_LIMIT = 10_000_000_000
+
+
+def check_size_limits(config: Any, limits: Mapping[str, SizeLimit], parameters: int = 0) -> None:
+    """Refuse a size field above its limit, and a model whose estimated parameter count is above `PARAMETER_LIMIT`.
+
+    Args:
+        config: The config; each name in `limits` is one of its fields (an int, a list of ints or None).
+        limits: The size fields to check and their limits (`WIDTH_LIMIT`, `MEMORY_CHUNK_LIMIT`, ...).
+        parameters: The config's estimate of its model's parameter count (its largest matrices are enough).
+
+    Raises:
+        ValueError: In one line, naming the field, its value, the limit and why.
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> check_size_limits(BertConfig(hidden_size=768), {"hidden_size": WIDTH_LIMIT})
+    >>> check_size_limits(BertConfig(hidden_size=10_000_000), {"hidden_size": WIDTH_LIMIT})
+    Traceback (most recent call last):
+        ...
+    ValueError: BertConfig.hidden_size is 10,000,000, above the limit of 65,536: wider than the layers of any real model (BERT-large: 1,024, GPT-2 XL: 1,600, the largest language models about 16,000). Use a smaller value (the default is 768).
+
+    ```
+    """
+    config_name = type(config).__name__
+    for name, limit in limits.items():
+        value = getattr(config, name)
+        largest = max(value, default=0) if isinstance(value, (list, tuple)) else value
+        if isinstance(largest, int) and largest > limit.maximum:
+            shown = f"{value!r} (a size of {largest:,})" if isinstance(value, (list, tuple)) else f"{value:,}"
+            default = _field_default(type(config), name)
+            advice = "" if default is None else f" (the default is {default!r})"
+            raise ValueError(
+                f"{config_name}.{name} is {shown}, above the limit of {limit.maximum:,}: {limit.reason}. Use a smaller "
+                f"value{advice}."
+            )
+    if parameters > PARAMETER_LIMIT:
+        sizes = ", ".join(f"{name}={getattr(config, name)!r}" for name in limits)
+        raise ValueError(
+            f"{config_name} asks for about {parameters:,} parameters ({4 * parameters / 2**30:,.0f} GiB of float32 "
+            f"weights), above the limit of {PARAMETER_LIMIT:,} (six times GPT-2 XL; no real checkpoint of these models "
+            f"comes near), with {sizes}. Use smaller sizes."
+        )
+
+
+def transformer_parameter_estimate(config: Any) -> int:
+    """About how many parameters a Transformer built from `config` (a pretrained encoder's or reader's config) has:
+    token and position embeddings and, per layer, the attention's four square matrices and the feed-forward pair."""
+    if config is None:
+        return 0
+    width = _int_attribute(config, "hidden_size") or _int_attribute(config, "d_model")
+    inner = _int_attribute(config, "intermediate_size") or _int_attribute(config, "d_ff") or 4 * width
+    layers = _int_attribute(config, "num_hidden_layers")
+    if getattr(config, "is_encoder_decoder", False):
+        layers = max(layers, _int_attribute(config, "encoder_layers") + _int_attribute(config, "decoder_layers"))
+    tokens = _int_attribute(config, "vocab_size") + _int_attribute(config, "max_position_embeddings")
+    return tokens * width + layers * (4 * width * width + 2 * width * inner)
+
+
+def _int_attribute(config: Any, name: str) -> int:
+    value = getattr(config, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _field_default(config_class: type, name: str) -> Any:
+    field = getattr(config_class, "__dataclass_fields__", {}).get(name)
+    if field is None or field.default is dataclasses.MISSING:
+        return None
+    return field.default
+
+
+def _wrong_type_error(config_class: type, error: Exception, given: Mapping[str, Any]) -> ConfigFieldTypeError:
+    """One line for huggingface_hub's StrictDataclassFieldValidationError: the field, the value, the expected type and
+    the fix."""
+    cause = " ".join(str(error.__cause__ or error).split())
+    found = re.match(r"Validation error for field '([^']+)'", str(error))
+    name = found.group(1) if found else None
+    field = getattr(config_class, "__dataclass_fields__", {}).get(name)
+    if field is None or name not in given:
+        # A value set by the config's own code, not one it was given: huggingface_hub's message is all there is.
+        return ConfigFieldTypeError(f"{config_class.__name__}: {cause}")
+    value = given[name]
+    expected = _type_description(field.type)
+    default = _field_default(config_class, name)
+    fix = f"Give {expected}" + ("" if default is None else f" such as {default!r} (the default)")
+    if isinstance(value, str) and "a string" not in expected:
+        fix += ", without quotes in JSON"
+    return ConfigFieldTypeError(
+        f"{config_class.__name__}.{name} must be {expected}, got {value!r} ({type(value).__name__}). {fix}."
+    )
+
+
+def _type_description(annotation: Any) -> str:
+    """How a message names the type a field takes: `float | int` is "a number", `list[int] | tuple[int, ...]` "a list
+    of integers", `int | None` "an integer or None"."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+    else:
+        options = (annotation,)
+    described = []
+    for option in options:
+        if option is type(None):
+            continue
+        if option in (int, float) and {int, float} <= set(options):
+            description = "a number"
+        elif typing.get_origin(option) in (list, tuple):
+            item = (typing.get_args(option) or (Any,))[0]
+            description = f"a list of {_PLURALS.get(item, 'values')}"
+        else:
+            description = _SINGULARS.get(option) or _SINGULARS.get(typing.get_origin(option)) or f"a {option}"
+            if isinstance(option, type) and option not in _SINGULARS:
+                description = f"a {option.__name__}"
+        if description not in described:
+            described.append(description)
+    if type(None) in options:
+        described.append("None")
+    return " or ".join(described) if len(described) < 3 else ", ".join(described[:-1]) + " or " + described[-1]
+
+
+_SINGULARS = {int: "an integer", float: "a number", bool: "True or False", str: "a string", dict: "a dict"}
+_PLURALS = {int: "integers", float: "numbers", bool: "booleans", str: "strings", dict: "dicts"}
+
+
+class _ClearConfigErrors(type):
+    """Metaclass of `CheckpointConfigMixin`. huggingface_hub's strict dataclasses check every field of a config as it
+    is set and run transformers' class-level checks (`validate_*`) after `__init__`; what they raise is neither a
+    `TypeError` nor a `ValueError` and reads as a long chain of validator frames. Both happen inside the call that
+    builds the config (the decorators replace `__init__` and `__setattr__` of every config class, so no base class
+    method runs around them): this is the one place that sees them all, from `Config(...)`, `from_dict`,
+    `from_pretrained` and the Auto classes alike."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        with _clear_config_errors(cls, kwargs):
+            return super().__call__(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _clear_config_errors(config_class: type, given: Mapping[str, Any]) -> Iterator[None]:
+    """Turn the strict-dataclass errors raised inside the block into a `ConfigFieldTypeError` (a wrongly typed field)
+    or a `ValueError` (a class-level check), in one line."""
+    try:
+        yield
+    except StrictDataclassFieldValidationError as error:
+        raise _wrong_type_error(config_class, error, given) from None
+    except StrictDataclassClassValidationError as error:
+        raise ValueError(f"{config_class.__name__}: {' '.join(str(error.__cause__ or error).split())}") from None
+
+
+# Where the dict `from_dict` builds a config from was read (set by `from_pretrained`): transformers does not pass it
+# on, and an error in a checkpoint's config.json should name the file.
+_CONFIG_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("config_source", default=None)
+
+
+class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
+    """What the package adds to the config of an entity model (put it first in the bases, before `PreTrainedConfig`):
+
+    * clear errors: a wrongly typed value raises a `ConfigFieldTypeError` (a `TypeError` and a `ValueError`) naming the
+      field, the value, the expected type and the fix, instead of huggingface_hub's strict-dataclass traceback; an
+      invalid config.json raises a `CheckpointError` that names the file;
+    * fields passed to `from_pretrained` / `from_dict` are checked like the stored ones;
+    * a key naming a read-only property (e.g. `preset`, which the other fields decide) is accepted when it agrees with
+      them and refused with a clear message when not;
+    * package-extensible `save_pretrained`: a config saved on its own carries the code that loads it.
+    """
+
+    def __post_init__(self, **kwargs):
+        # A read-only property is not a setting but follows from the fields (a `preset` is the named design the
+        # switches make, a `vocab_size` may be the sub-config's). Letting the key set the fields would
+        # make two truths in one file (a stored switch and a name that says otherwise) and need a rule for which
+        # wins; refusing it outright would refuse a file that merely records what the fields make. So a value that
+        # agrees is accepted and dropped, and one that does not is refused with what to do instead.
+        derived = {name: kwargs.pop(name) for name in list(kwargs) if _is_read_only_property(type(self), name)}
+        super().__post_init__(**kwargs)
+        for name, given in derived.items():
+            actual = getattr(self, name)
+            if given != actual:
+                raise ValueError(self._derived_property_problem(name, given, actual))
+
+    def _derived_property_problem(self, name: str, given: Any, actual: Any) -> str:
+        cls = type(self).__name__
+        message = (
+            f"{cls}.{name} is not a setting but follows from the other fields: they make it {actual!r}, not "
+            f"{given!r}."
+        )
+        if name == "preset" and hasattr(type(self), "from_preset"):
+            return (
+                f"{message} To get the {given!r} preset, build the config with {cls}.from_preset({given!r}, ...) (it "
+                f"sets the fields that preset fixes), or set those fields; otherwise remove `{name}`."
+            )
+        return f"{message} Change those fields instead, or remove `{name}`."
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
+        source = _CONFIG_SOURCE.set(os.fspath(pretrained_model_name_or_path))
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        finally:
+            _CONFIG_SOURCE.reset(source)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs):
+        """`PreTrainedConfig.from_dict`, where fields passed as keyword arguments are built into the config with the
+        stored ones (transformers sets them afterwards, past every check), and a stored config that cannot be built
+        raises a `CheckpointError` naming its file.
+
+        Raises:
+            CheckpointError: The config.json read by `from_pretrained` or the Auto classes holds a wrongly typed or
+                invalid value.
+            ConfigFieldTypeError, ValueError: A keyword argument, or a dict given directly, holds one.
+        """
+        overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _overridable_fields(cls)}
+        source = kwargs.get("name_or_path") or _CONFIG_SOURCE.get()
+        try:
+            return super().from_dict({**config_dict, **overrides}, **kwargs)
+        except (TypeError, ValueError) as error:
+            if not source:
+                raise
+            stored_problem = cls._stored_config_problem(config_dict, kwargs) if overrides else error
+            if stored_problem is None:
+                raise  # the stored config is fine: the caller's keyword arguments are wrong
+            raise CheckpointError(
+                f"{_config_file_description(source)} does not hold a valid {cls.__name__}: "
+                f"{' '.join(str(stored_problem).split())}"
+            ) from stored_problem
+
+    @classmethod
+    def _stored_config_problem(cls, config_dict: dict[str, Any], kwargs: Mapping[str, Any]) -> Exception | None:
+        """What building the stored config alone raises, or None when it builds."""
+        try:
+            super().from_dict(dict(config_dict), **{key: value for key, value in kwargs.items()})
+        except (TypeError, ValueError) as error:
+            return error
+        return None
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
-        writer = CheckpointMixin._checkpoint_writer
-        if writer is None:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        return writer.save_config(self, super().save_pretrained, save_directory, *args, **kwargs)
+        with _clear_config_errors(type(self), {}):  # saving runs the class-level checks again
+            writer = CheckpointMixin._checkpoint_writer
+            if writer is None:
+                return super().save_pretrained(save_directory, *args, **kwargs)
+            return writer.save_config(self, super().save_pretrained, save_directory, *args, **kwargs)
+
+
+def _overridable_fields(config_class: type) -> set[str]:
+    """The fields of a config class that `from_dict` builds in from keyword arguments: its own and those of the
+    config it extends (GPT-2's for a model built on GPT-2), not transformers' generic ones (dtype, output_hidden_states, ...) nor sub-configs,
+    which transformers merges field by field."""
+    own = set(getattr(config_class, "__dataclass_fields__", {}))
+    generic = set(PreTrainedConfig.__dataclass_fields__)
+    return own - generic - set(getattr(config_class, "sub_configs", {}) or {})
+
+
+def _is_read_only_property(config_class: type, name: str) -> bool:
+    attribute = inspect.getattr_static(config_class, name, None)
+    return isinstance(attribute, property) and attribute.fset is None
+
+
+def _config_file_description(location: str) -> str:
+    if os.path.isfile(location):
+        return location
+    return config_description(location)
+
+
+def _new_head_weights(model: Any, missing_keys: Iterable[Any]) -> tuple[str, ...]:
+    """The missing weights of the modules a head model adds to its base model and of which the checkpoint holds
+    nothing (e.g. the `lm_head` of a coreference checkpoint loaded as a language model). None in a base model, and
+    never a weight of the base model: a layer of it missing is a checkpoint that does not fit its config."""
+    base_model_prefix = getattr(model, "base_model_prefix", "")
+    if not base_model_prefix or getattr(model, base_model_prefix, None) is None:
+        return ()  # the model is the base model: whatever it lacks, the saving class had too
+    missing = {str(key) for key in missing_keys}
+    names_of: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names_of.setdefault(id(parameter), []).append(name)
+    tied = {name for names in names_of.values() if len(names) > 1 for name in names}  # loaded with their twin
+    by_module: dict[str, list[str]] = {}
+    for name in model.state_dict():
+        if name not in tied:
+            by_module.setdefault(name.split(".")[0], []).append(name)
+    return tuple(
+        name
+        for module, names in by_module.items()
+        if module != base_model_prefix and all(name in missing for name in names)
+        for name in names
+    )
 
 
 def _stored_config(location: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The checkpoint's config.json as a dict; empty when the caller passed a config object or none can be read (the
-    load itself then says why)."""
-    if isinstance(options.get("config"), PreTrainedConfig):
-        return {}
+    """The checkpoint's config.json as a dict (also when the caller passed a config object, as the Auto classes do: the
+    stored file says which class saved the weights); empty when none can be read (the load itself then says why)."""
     try:
         stored, _ = PreTrainedConfig.get_config_dict(
             location, **{key: options[key] for key in _CONFIG_LOOKUP_OPTIONS if key in options}

@@ -13,16 +13,13 @@ from .definitions import (
     read_wordnet_glosses,
     split_definitions,
 )
-from .glue import (
+from .glue import glue_features, read_glue, split_off_selection, task_texts
+from .glue_fine_tuning import (
     build_glue_trainer,
     compute_glue_metrics,
     fine_tune_glue,
-    glue_features,
     glue_training_arguments,
-    read_glue,
     sequence_classifier_from,
-    split_off_selection,
-    task_texts,
 )
 from .isotropy import apply_del_direction, frequency_groups, isotropy, isotropy_by_group, remove_dominant_directions
 from .plots import plot_embedding_projections
