@@ -13,6 +13,7 @@ import math
 import os
 import re
 import secrets
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,16 @@ def check_output_file(output: str | None, option: str, overwrite: bool, inputs: 
             raise CliError(f"{option} {path} is an input of this command; choose another file.")
 
 
+def refuse_folder_holding_the_current_one(folder: Path, option: str) -> None:
+    """Refuse an output folder that contains the current folder: a checkpoint is moved into place by renaming the
+    folder, which would pull the ground from under the shell that started the command."""
+    if Path.cwd().resolve().is_relative_to(folder.resolve()):
+        raise CliError(
+            f"{option} {folder} contains the current folder, which saving the checkpoint would replace; give "
+            f"a folder of its own, e.g. {option} runs/my-model."
+        )
+
+
 def refuse_inputs_inside(folder: Path, option: str, inputs: Sequence[tuple[str, str | None]]) -> None:
     """Refuse an output folder that holds an input of the run (a data file, an encoder, a checkpoint to start
     from), even with --overwrite: writing a checkpoint there must never risk what the run reads.
@@ -223,3 +234,72 @@ def refuse_inputs_inside(folder: Path, option: str, inputs: Sequence[tuple[str, 
                 f"{option} {folder} contains {input_option} {location}, an input of this run; choose an output "
                 "folder that holds none of the inputs (e.g. runs/my-model)."
             )
+
+
+# ------------------------------------------------------------------------------------------------------ the Hub
+def hub_endpoint() -> str:
+    """The Hub address that requests go to: HF_ENDPOINT as set now (huggingface_hub reads it once, at import)."""
+    from huggingface_hub import constants
+
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """A transport failure (no connection, no answer in time) of huggingface_hub's HTTP client (httpx or its fork
+    httpx2), or of the OS."""
+    if isinstance(error, ConnectionError):
+        return True
+    return any(
+        cls.__name__ == "TransportError" and cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        for cls in type(error).__mro__
+    )
+
+
+def check_hub_reachable(location: str, what: str, instead: str | None = None) -> None:
+    """Before `location` is loaded: when it is no local path but a Hub id (and huggingface_hub is not offline), say
+    where it is looked up, and refuse in one line when that Hub cannot be reached and no copy of it is cached.
+
+    Without this a model or tokenizer name sits silent for about a minute (huggingface_hub retries every file five
+    times) before transformers' error. One request, with huggingface_hub's HF_HUB_ETAG_TIMEOUT, tells instead. When
+    a copy is cached, the run goes on offline: it reads the cache at once, as with HF_HUB_OFFLINE=1.
+
+    Args:
+        location: What the command will load: a folder, or a Hub id such as ``bert-base-cased``.
+        what: How the messages name it, e.g. ``"--encoder"`` or ``"the default tokenizer"``.
+        instead: What to do instead of the look-up (default: give `what` a local folder).
+
+    Example:
+        >>> check_hub_reachable("bert-base-cased", "--encoder")  # doctest: +SKIP
+        --encoder bert-base-cased: not a local folder, looking it up on the Hub at https://huggingface.co
+    """
+    if Path(location).exists() or not HUB_ID.match(location):
+        return  # a local folder, or a path that does not exist: the load names it
+    from huggingface_hub import constants, get_session
+
+    if constants.HF_HUB_OFFLINE:  # huggingface_hub reads it at request time: the load goes to the cache only
+        return
+    endpoint = hub_endpoint()
+    print(f"{what} {location}: not a local folder, looking it up on the Hub at {endpoint}", file=sys.stderr)
+    try:
+        get_session().head(f"{endpoint}/api/models/{location}", timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except Exception as error:  # any answer, even "not found", means the Hub is there: the load says the rest
+        if not is_connection_error(error):
+            raise
+        if _cached_on_disk(location):
+            print(f"the Hub at {endpoint} cannot be reached: reading {location} from the Hugging Face cache",
+                  file=sys.stderr)
+            constants.HF_HUB_OFFLINE = True  # what HF_HUB_OFFLINE=1 sets: no request waits for a Hub that is not there
+            return
+        raise CliError(
+            f"{what} {location} is not a local folder, and the Hub at {endpoint} cannot be reached "
+            f"({one_line(error)}); {instead or f'give {what} a local folder instead'}, or set HF_HUB_OFFLINE=1 to read "
+            "a copy from the Hugging Face cache (or check the network and HF_ENDPOINT)."
+        ) from error
+
+
+def _cached_on_disk(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds a copy of the model or tokenizer repository `repo_id`."""
+    from huggingface_hub import try_to_load_from_cache
+
+    names = ("config.json", "tokenizer_config.json", "tokenizer.json")
+    return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in names)

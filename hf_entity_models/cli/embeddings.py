@@ -4,18 +4,39 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .common import CliError, add_overwrite_option, add_threads_option, positive_int, refuse_inputs_inside
+from .checkpoints import checkpoint_entries, stored_config
+from .common import (
+    CliError,
+    add_overwrite_option,
+    add_threads_option,
+    check_location,
+    entry_names,
+    hidden_sibling,
+    is_nonempty_folder,
+    listing,
+    positive_int,
+    refuse_folder_holding_the_current_one,
+    refuse_inputs_inside,
+)
+from .training import replacing_checkpoint
 
 # After the least-squares start of A, 100 steps moved MiniLM's held-out cosine from 0.301 to 0.305
 # (benchmarks/RESULTS.md): a few minutes on a CPU; raise it on a GPU.
 DEFAULT_READER_STEPS = 100
 DEFAULT_ALPHA = 5.0
 DEFAULT_HELD_OUT = 300
+# The subfolder of --output-dir that the trained reader is saved to: part of the checkpoint `definitions` writes.
+READER_FOLDER = "definition-reader"
+# The model_type of a saved DefinitionEMB reader (DefinitionEmbConfig.model_type), read without importing the model.
+READER_MODEL_TYPE = "definition-emb"
 # What each preset sets: the reader's config, the ranking, how rows are written, and whether A starts from the
 # least-squares fit. "paper" is Section 5's reading (four slots 50/25/25, mask-slot readout, MSE, rows written as
 # read, ranked by index); "default" hides the answer, reads what the model's kind allows, and keeps row norms.
@@ -110,9 +131,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the task",
     )
     parser.add_argument("--output-dir", required=True, help="folder for the model with replaced embeddings")
-    add_overwrite_option(parser)
+    add_overwrite_option(
+        parser,
+        "write into a non-empty --output-dir, replacing only the checkpoint files there (config, weights, card, "
+        f"tokenizer, the replaced rows) and the {READER_FOLDER}/ of an earlier run, keeping every other file and "
+        "folder (without it such a folder is refused)",
+    )
     add_threads_option(parser, "training the reader and reading the definitions")
-    parser.set_defaults(handler=run_definitions, command_name="definitions")
+    # check_first: what `main` checks before torch and transformers are imported (seconds on a busy machine).
+    parser.set_defaults(handler=run_definitions, command_name="definitions", check_first=check_arguments)
 
 
 def run_definitions(args: argparse.Namespace) -> int:
@@ -124,7 +151,8 @@ def run_definitions(args: argparse.Namespace) -> int:
     from .checkpoints import load_tokenizer
     from .training import main_process_work
 
-    _check_arguments(args)
+    check_arguments(args)
+    _check_reader_fits(args)
     preset = PRESETS[args.preset]
     output_dir = Path(args.output_dir)
     # The user's definitions and texts are read before any model: an empty file is refused at once.
@@ -148,25 +176,30 @@ def run_definitions(args: argparse.Namespace) -> int:
         if not is_main:
             return 0
         comparison = _held_out_gate(args, reader, tokenizer, model, training, held_out)
-        if args.reader is None:
-            reader.save_pretrained(output_dir / "definition-reader")
-            tokenizer.save_pretrained(output_dir / "definition-reader")
         blend = args.blend if args.blend is not None else preset["blend"]
-        result = apply_definition_embeddings(
-            model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy or preset["strategy"],
-            appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
-            definitions_description=args.definitions, original_norms=preset["original_norms"],
-            **({"blend": blend} if blend is not None else {}),
-        )
-        if comparison is not None:
-            result.held_out = comparison.summary()
-            model.config.definition_embeddings = result.summary()
-        result.save_pretrained(output_dir)
+        # Written like `train`'s checkpoints: into a new folder next to --output-dir, moved into place when complete.
+        with _replacing_definitions_checkpoint(output_dir) as staging:
+            if args.reader is None:
+                reader.save_pretrained(staging / READER_FOLDER)
+                tokenizer.save_pretrained(staging / READER_FOLDER)
+            result = apply_definition_embeddings(
+                model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy or preset["strategy"],
+                appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
+                definitions_description=args.definitions, original_norms=preset["original_norms"],
+                **({"blend": blend} if blend is not None else {}),
+            )
+            if comparison is not None:
+                result.held_out = comparison.summary()
+                model.config.definition_embeddings = result.summary()
+            result.save_pretrained(staging)
+            # The card's loading examples name the folder it ends up in, not the staging one.
+            result.model_card(str(output_dir)).save(staging / "README.md")
         print(json.dumps({"output_dir": str(output_dir), **result.summary()}))
     return 0
 
 
-def _check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace) -> None:
+    """The checks that read no data and import no torch: the options, then --output-dir (`check_output_dir`)."""
     if not math.isfinite(args.alpha) or not 0 <= args.alpha <= 100:
         raise CliError(f"--alpha is a percentage of the vocabulary size and must lie in 0..100, got {args.alpha:g}.")
     if (args.task_texts is None) == (args.glue_task is None):
@@ -186,12 +219,98 @@ def _check_arguments(args: argparse.Namespace) -> None:
             f"--whole-range replaces an index range, which --strategy {strategy} does not have: pass --strategy last "
             "or top."
         )
+    check_output_dir(args)
+
+
+def check_output_dir(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read or trained, an --output-dir that cannot be written (with `train`'s messages),
+    that holds an input of the run (even with --overwrite), or that is not empty (without --overwrite)."""
     output_dir = Path(args.output_dir)
+    check_location(output_dir, "--output-dir", folder=True)
+    refuse_folder_holding_the_current_one(output_dir, "--output-dir")
     inputs = [("MODEL", args.model), ("--definitions", args.definitions), ("--glue-dir", args.glue_dir),
               ("--reader", args.reader), *(("--task-texts", name) for name in args.task_texts or ())]
     refuse_inputs_inside(output_dir, "--output-dir", inputs)
-    if output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite:
-        raise CliError(f"{output_dir} exists and is not empty; pass --overwrite to replace its files.")
+    if is_nonempty_folder(output_dir) and not args.overwrite:
+        replaced = _replaced_entries(output_dir)
+        action = (f"replace {listing(entry_names(replaced))} and keep everything else" if replaced
+                  else "write the model next to them")
+        raise CliError(
+            f"--output-dir {output_dir} is not empty (it holds {listing(entry_names(list(output_dir.iterdir())))}); "
+            f"choose a new or empty folder, or pass --overwrite to {action}."
+        )
+
+
+def _replaced_entries(folder: Path) -> list[Path]:
+    """What a new checkpoint replaces in `folder`: its checkpoint files, and the reader an earlier run saved there."""
+    reader = folder / READER_FOLDER
+    return [*checkpoint_entries(folder), *([reader] if _is_saved_reader(reader) else [])]
+
+
+def _is_saved_reader(folder: Path) -> bool:
+    """A DefinitionEMB reader saved by an earlier run (anything else of that name is the user's)."""
+    if not folder.is_dir() or folder.is_symlink():
+        return False
+    return stored_config(str(folder)).get("model_type") == READER_MODEL_TYPE
+
+
+@contextlib.contextmanager
+def _replacing_definitions_checkpoint(output_dir: Path) -> Iterator[Path]:
+    """`train`'s `replacing_checkpoint` (a staging folder next to `output_dir`, moved into place when the block
+    completes; in a folder with the user's files, only the checkpoint files replaced), where the reader folder of an
+    earlier run counts as part of its checkpoint: it steps aside just before the swap, and is deleted once the new
+    checkpoint is in place, or put back if the swap fails. An interrupted run leaves `output_dir` as it was."""
+    old_reader = output_dir.resolve() / READER_FOLDER
+    retired: Path | None = None
+    try:
+        with replacing_checkpoint(output_dir) as staging:
+            yield staging
+            if _is_saved_reader(old_reader):
+                retired = hidden_sibling(output_dir.resolve(), "replaced-reader")
+                old_reader.rename(retired)
+    except BaseException:
+        if retired is not None and retired.exists() and not old_reader.exists():
+            retired.rename(old_reader)
+        raise
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
+
+
+def _check_reader_fits(args: argparse.Namespace) -> None:
+    """Refuse a --reader that is not a DefinitionEMB reader of MODEL's kind (model type, embedding width, vocabulary),
+    reading only the two configs: a reader of another model fails deep in the replacement ("The size of tensor a
+    (768) must match the size of tensor b (384)") after minutes of work, or writes rows of another vocabulary."""
+    if args.reader is None:
+        return
+    from transformers import AutoConfig
+
+    from .. import DefinitionEmbConfig
+
+    stored = stored_config(args.reader)
+    if stored.get("model_type") != READER_MODEL_TYPE:
+        kind = stored.get("model_type")
+        found = f"a {kind!r} model" if isinstance(kind, str) else "not a saved model (no config.json with a model_type)"
+        raise CliError(
+            f"--reader {args.reader} is {found}, not a DefinitionEMB reader ({READER_MODEL_TYPE!r}) for MODEL "
+            f"{args.model}; pass the {READER_FOLDER} folder that `hf-entity definitions` saved for that model, or drop "
+            "--reader to train one."
+        )
+    reader = DefinitionEmbConfig.from_pretrained(args.reader)
+    expected = DefinitionEmbConfig(reader_config=AutoConfig.from_pretrained(args.model))
+    differences = [
+        f"{name} {got!r} where MODEL has {want!r}"
+        for name, got, want in (
+            ("model type", reader.reader_config.model_type, expected.reader_config.model_type),
+            ("embedding width", reader.embedding_size, expected.embedding_size),
+            ("vocabulary size", reader.reader_config.vocab_size, expected.reader_config.vocab_size),
+        )
+        if got != want
+    ]
+    if differences:
+        raise CliError(
+            f"--reader {args.reader} was trained for another model than MODEL {args.model} ({'; '.join(differences)}); "
+            f"pass the {READER_FOLDER} folder saved for MODEL, or drop --reader to train one."
+        )
 
 
 def _user_definitions(args: argparse.Namespace) -> Any:
@@ -199,7 +318,10 @@ def _user_definitions(args: argparse.Namespace) -> Any:
     would be a full copy of the model."""
     from ..tasks.embeddings.definitions import load_definitions
 
-    definitions = load_definitions(args.definitions)
+    try:
+        definitions = load_definitions(args.definitions)
+    except (FileNotFoundError, ValueError) as error:  # the loader's message names the file, the row or the header
+        raise CliError(str(error)) from error
     if len(definitions) == 0:
         raise CliError(
             f"--definitions {args.definitions} holds no definitions (it is empty or has a header only); give a table "

@@ -18,7 +18,7 @@ from .checkpoints import (
     saved_tokenizer,
     stored_config,
 )
-from .common import HUB_ID, CliError, non_negative_int, one_line, positive_int
+from .common import HUB_ID, CliError, check_hub_reachable, non_negative_int, one_line, positive_int
 from .training import (
     add_config_overrides_option,
     add_output_options,
@@ -213,13 +213,15 @@ def _report_and_save(
     split_seed: int,
 ) -> None:
     """The main process's part: the held-out perplexities recorded in the config, the checkpoint and the report."""
+    from ..hub import record_evaluation
+
     model = trainer.model
     dataset, dataset_name = _conll_dataset(args.conll)
     for split, scores in held_out.items():
         for metric, value in scores.items():
             if math.isfinite(value):  # an overflowing perplexity is not a result
-                model.config.record_evaluation(
-                    "text-generation", dataset, split, metric, round(float(value), 4), dataset_name=dataset_name,
+                record_evaluation(
+                    model.config, "text-generation", dataset, split, metric, round(float(value), 4), dataset_name=dataset_name,
                     metric_name=_METRIC_NAMES.get(metric),
                 )
     selection = (
@@ -311,10 +313,14 @@ def _tokenizer(args: argparse.Namespace) -> Any:
         saved = saved_tokenizer(args.init_from)
         if saved is not None:
             return saved
+    where = f" and --init-from {args.init_from} has none saved" if args.init_from is not None else ""
+    check_hub_reachable(
+        DEFAULT_LM_TOKENIZER, "the default tokenizer",
+        f"no --tokenizer given{where}: pass --tokenizer PATH, a folder with GPT-2's tokenizer.json",
+    )
     try:
         return fast_tokenizer(DEFAULT_LM_TOKENIZER)
     except OSError as error:
-        where = f" and --init-from {args.init_from} has none saved" if args.init_from is not None else ""
         raise CliError(
             f"no --tokenizer given{where}, and GPT-2's tokenizer {DEFAULT_LM_TOKENIZER} cannot be loaded from the Hub "
             f"({one_line(error)}); pass --tokenizer PATH, a folder with GPT-2's tokenizer.json."

@@ -10,12 +10,42 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from . import coreference, embeddings, evaluate, language_modeling, predict, push, question_answering
-from .common import DEBUG_VARIABLE, PROGRAM, one_line, user_errors
+from .checkpoints import WEIGHT_FILE_NAMES, user_entries
+from .common import (
+    DEBUG_VARIABLE,
+    PROGRAM,
+    check_hub_reachable,
+    check_location,
+    check_output_file,
+    is_nonempty_folder,
+    one_line,
+    user_errors,
+)
+from .training import check_train_outputs
 
 DISTRIBUTION = "hf-entity-models"
+# The options of the `train` commands that name an input of the run: an --output-dir must not hold one.
+TRAIN_INPUT_OPTIONS = {
+    "train": "--train", "validation": "--validation", "conll": "--conll", "squad": "--squad", "encoder": "--encoder",
+    "tokenizer": "--tokenizer", "init_from": "--init-from",
+}
+# Output files and folders of the commands that write them (destination -> option, is a folder), checked before any
+# heavy import; each command checks its outputs again, completely (against its inputs), before it loads anything.
+OUTPUT_PATHS = {
+    "output": ("--output", False), "responses": ("--responses", False), "predictions": ("--predictions", False),
+    "memory_plot": ("--memory-plot", False), "attention_figures": ("--attention-figures", True),
+}
+# What each command loads by name (destination -> how a message names it): a folder, or a Hub id to fetch.
+LOADED_LOCATIONS = {
+    "train": {"encoder": "--encoder", "tokenizer": "--tokenizer", "init_from": "--init-from"},
+    "evaluate": {"checkpoint": "CHECKPOINT"},
+    "predict": {"checkpoint": "CHECKPOINT", "coref_model": "--coref-model"},
+    "definitions": {"model": "MODEL", "reader": "--reader"},
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # argparse has printed the usage and the message (or the help, the version)
         return exit_request.code if isinstance(exit_request.code, int) else 2
     try:
+        # Refused paths and unreachable Hub names answer as fast as a usage error: before torch and transformers are
+        # imported (seconds; 8-20 on a busy machine).
+        check_outputs_first(args)
+        check_hub_names_first(args)
         _prepare(args)
         return args.handler(args)
     except KeyboardInterrupt:
@@ -90,6 +124,8 @@ def _add_train_parser(commands: argparse._SubParsersAction) -> None:
     coreference.add_train_parsers(models)
     question_answering.add_train_parser(models)
     language_modeling.add_train_parser(models)
+    for model_parser in models.choices.values():  # every model writes its --output-dir the same way
+        model_parser.set_defaults(check_first=check_train_outputs_first)
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -130,6 +166,49 @@ def package_version() -> str:
         return getattr(sys.modules.get(__name__.split(".")[0]), "__version__", "unknown")
 
 
+def check_outputs_first(args: argparse.Namespace) -> None:
+    """The output checks that need neither torch nor transformers, before the command imports them: its own
+    (``check_first``, set by the parsers of the commands that write a folder), then every output file or folder
+    it was given can be written there."""
+    check_first = getattr(args, "check_first", None)
+    if check_first is not None:
+        check_first(args)
+    for destination, (option, folder) in OUTPUT_PATHS.items():
+        location = getattr(args, destination, None)
+        if not isinstance(location, str):
+            continue
+        if folder:
+            check_location(Path(location), option, folder=True)
+        else:
+            # Without the command's inputs: whether --overwrite would replace one of them is checked by the command.
+            check_output_file(location, option, getattr(args, "overwrite", False))
+
+
+def check_train_outputs_first(args: argparse.Namespace) -> None:
+    """`check_train_outputs` before the models are registered. Whether a non-empty folder of checkpoint files is a
+    checkpoint of this package (which `train` replaces without --overwrite) depends on the registered model types:
+    that case is left to the command, after its location is checked."""
+    inputs = [(option, getattr(args, name, None)) for name, option in TRAIN_INPUT_OPTIONS.items()]
+    output_dir = Path(args.output_dir)
+    needs_model_types = (
+        not args.overwrite and is_nonempty_folder(output_dir) and not user_entries(output_dir)
+        and any((output_dir / name).is_file() for name in WEIGHT_FILE_NAMES)
+    )
+    if needs_model_types:
+        check_location(output_dir, "--output-dir", folder=True)
+        return
+    check_train_outputs(args, inputs)
+
+
+def check_hub_names_first(args: argparse.Namespace) -> None:
+    """Each model, tokenizer or checkpoint the command loads by a Hub id: say where it is looked up, and refuse in
+    one line when that Hub cannot be reached (`check_hub_reachable`)."""
+    for destination, name in LOADED_LOCATIONS.get(getattr(args, "command", None), {}).items():
+        location = getattr(args, destination, None)
+        if isinstance(location, str):
+            check_hub_reachable(location, name)
+
+
 def _prepare(args: argparse.Namespace) -> None:
     """What every command needs before it runs: the torch threads asked for, and the package's models and pipelines
     registered with transformers (the parser needed neither)."""
@@ -137,10 +216,6 @@ def _prepare(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    from transformers.pipelines import PIPELINE_REGISTRY
+    from .._registration import ensure_registered
 
-    from ..auto import register_auto_classes, register_pipelines
-
-    register_auto_classes()  # idempotent; importing hf_entity_models has usually done it already
-    if "coreference" not in PIPELINE_REGISTRY.get_supported_tasks():  # registering twice logs a warning
-        register_pipelines()
+    ensure_registered()

@@ -6,12 +6,20 @@ training states or links.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .checkpoints import WEIGHT_FILE_NAMES, checkpoint_entries, stored_config
-from .common import CliError, entry_names, listing
+from .common import CliError, entry_names, hub_endpoint, is_connection_error, listing, one_line, positive_float
+
+# Seconds a request may wait for the Hub (to connect, to send a piece, to receive one) before the upload gives up.
+# huggingface_hub's client waits forever: an endpoint that takes the connection and never answers held `push`
+# silent for minutes. A minute is far more than the Hub takes between two pieces of an answer.
+DEFAULT_TIMEOUT = 60.0
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -30,6 +38,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--commit-message", default="Upload model with hf-entity", help="commit message")
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the saved login)")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="give up when the Hub does not answer a request for this long: connecting, sending or receiving "
+        f"(default: {DEFAULT_TIMEOUT:g})",
+    )
     parser.set_defaults(handler=run_push, command_name="push")
 
 
@@ -45,20 +58,28 @@ def run_push(args: argparse.Namespace) -> int:
     left_out = entry_names([entry for entry in folder.iterdir() if entry not in files])
     if left_out:
         print(f"not uploaded (not part of a checkpoint): {', '.join(left_out)}", file=sys.stderr)
-    # Read at call time: huggingface_hub reads HF_ENDPOINT once, at import.
-    endpoint = os.environ.get("HF_ENDPOINT") or None
+    endpoint = hub_endpoint()
     api = HfApi(endpoint=endpoint, token=args.token or os.environ.get("HF_TOKEN") or None)
+    print(f"uploading {len(files)} files of {folder} to {endpoint}/{args.repo_id}", file=sys.stderr)
+    step = f"creating the repository {args.repo_id}"
     try:
-        repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
-        repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
-        operations = [CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path)) for path in files]
-        commit = api.create_commit(
-            repo_id=repo_id, operations=operations, commit_message=args.commit_message, repo_type="model"
-        )
+        with _requests_timeout(args.timeout):
+            repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
+            repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
+            step = f"uploading {len(files)} files to {repo_id}"
+            operations = [CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path)) for path in files]
+            commit = api.create_commit(
+                repo_id=repo_id, operations=operations, commit_message=args.commit_message, repo_type="model"
+            )
     except Exception as error:
-        if _is_connection_error(error):
+        if _is_timeout(error):
             raise CliError(
-                f"cannot reach the Hub at {api.endpoint} ({error}); check the network and HF_ENDPOINT."
+                f"the Hub at {endpoint} did not answer within {args.timeout:g} s while {step}{_request_of(error)}; "
+                "check the network and HF_ENDPOINT, or wait longer with --timeout SECONDS."
+            ) from error
+        if is_connection_error(error):
+            raise CliError(
+                f"cannot reach the Hub at {endpoint} ({one_line(error)}); check the network and HF_ENDPOINT."
             ) from error
         raise
     print(f"uploaded {len(files)} files of {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
@@ -101,11 +122,35 @@ def refuse_links(folder: Path, files: list[Path]) -> None:
         )
 
 
-def _is_connection_error(error: BaseException) -> bool:
-    """A transport failure of huggingface_hub's HTTP client (httpx or its fork httpx2), or of the OS."""
-    if isinstance(error, ConnectionError):
+@contextlib.contextmanager
+def _requests_timeout(seconds: float) -> Iterator[None]:
+    """Every request of huggingface_hub's shared HTTP client gives up after `seconds` without progress; its own
+    setting comes back afterwards (the client is shared with whatever else runs in this process)."""
+    from huggingface_hub import get_session
+
+    session = get_session()
+    previous = session.timeout
+    session.timeout = seconds
+    try:
+        yield
+    finally:
+        session.timeout = previous
+
+
+def _is_timeout(error: BaseException) -> bool:
+    """No answer in time: httpx's (or httpx2's) TimeoutException, or the OS's."""
+    if isinstance(error, TimeoutError):
         return True
     return any(
-        cls.__name__ == "TransportError" and cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        cls.__name__ == "TimeoutException" and cls.__module__.split(".")[0] in ("httpx", "httpx2")
         for cls in type(error).__mro__
     )
+
+
+def _request_of(error: Any) -> str:
+    """" (POST URL)", the request that was not answered, when the error knows it."""
+    try:
+        request = error.request  # httpx raises RuntimeError when the error carries no request
+    except (AttributeError, RuntimeError):
+        return ""
+    return f" ({request.method} {request.url})"

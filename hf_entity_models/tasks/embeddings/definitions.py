@@ -23,7 +23,7 @@ import json
 import numbers
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,10 +295,14 @@ def _read_definitions_file(path: Path, single_words_only: bool) -> datasets.Data
         if tuple(header) == WORDNET_COLUMNS:
             return read_wordnet_glosses(path, single_words_only=single_words_only)
         with path.open(encoding="utf-8", newline="") as handle:
-            records = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+            reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+            _check_header(path, reader.fieldnames, "tab")
+            records = list(reader)
     elif suffix == ".csv":
         with path.open(encoding="utf-8", newline="") as handle:
-            records = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            _check_header(path, reader.fieldnames, "comma")
+            records = list(reader)
     elif suffix == ".json":
         records = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(records, list):
@@ -327,6 +331,20 @@ def _read_definitions_file(path: Path, single_words_only: bool) -> datasets.Data
         for column in DEFINITION_COLUMNS:
             columns[column].append(record[column])
     return _checked_definitions(datasets.Dataset.from_dict(columns, features=_definition_features()), str(path))
+
+
+def _check_header(path: Path, header: Sequence[str] | None, separator: str) -> None:
+    """Refuse a table whose first line does not name the definition columns: its rows would be read under the wrong
+    names (or, without a header line, its first row taken for one)."""
+    if header is None:  # an empty file: `_checked_definitions` says it holds no definitions
+        return
+    missing = [column for column in DEFINITION_COLUMNS if column not in header]
+    if missing:
+        raise ValueError(
+            f"{path}: the header (its first line) is wrong: expected the {separator}-separated columns "
+            f"{', '.join(DEFINITION_COLUMNS)} (or the WordNet glosses layout {', '.join(WORDNET_COLUMNS)}), found "
+            f"{', '.join(header)}; {', '.join(missing)} missing. Add or rename the header line."
+        )
 
 
 def _checked_definitions(dataset: datasets.Dataset, source: str) -> datasets.Dataset:

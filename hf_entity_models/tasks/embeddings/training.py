@@ -23,7 +23,7 @@ from transformers.utils import logging
 
 from ...training.distributed import check_processes_connected
 from .collator import READER_TYPES, DefinitionCollator
-from .prompts import IGNORE_INDEX
+from .corruption import IGNORE_INDEX
 
 logger = logging.get_logger(__name__)
 
