@@ -141,6 +141,55 @@ def check_train_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, st
         )
 
 
+# Why validation data must not be training data (messages of `refuse_the_same_data` and of each command's checks).
+SELECTION_ON_TRAINING_DATA = (
+    "the epoch and the decision threshold would be chosen on data the model trains on, and the model card would "
+    "record that score as validation F1"
+)
+
+
+def refuse_the_same_data(
+    train: tuple[str, str, str | None], validation: tuple[str, str, str | None], advice: str
+) -> None:
+    """Refuse validation data from the source of the training data, before either is read: the same file (also
+    through a link, or under another name), or the same split of the same Hub dataset.
+
+    Args:
+        train: (option, file or Hub id, split of a Hub dataset) of the training data.
+        validation: The same of the validation data.
+        advice: How to fix it, for the message.
+    """
+    (train_option, train_source, train_split), (validation_option, validation_source, validation_split) = (
+        train, validation
+    )
+    if Path(train_source).exists() and Path(validation_source).exists():
+        same, what = os.path.samefile(train_source, validation_source), "the same file as"
+    else:
+        same = (train_source, train_split) == (validation_source, validation_split)
+        what = f"the same split ({train_split}) of the same dataset as"
+    if same:
+        raise CliError(
+            f"{validation_option} {validation_source} is {what} {train_option} {train_source}: "
+            f"{SELECTION_ON_TRAINING_DATA}; {advice}."
+        )
+
+
+def refuse_shared_examples(shared: Sequence[str], validation: str, training: str, advice: str) -> None:
+    """Refuse validation examples that the model also trains on (`shared`: their ids), naming the first few.
+
+    Args:
+        shared: Ids of the validation examples that are training examples too.
+        validation / training: The data as the message names it, e.g. "--validation gap-validation.tsv".
+        advice: How to fix it, for the message.
+    """
+    if shared:
+        raise CliError(
+            f"{validation} and {training} share {len(shared)} id(s) "
+            f"({listing([repr(key) for key in shared], 3)}): {SELECTION_ON_TRAINING_DATA}; remove them from one of "
+            f"the files, or {advice}."
+        )
+
+
 def _not_a_checkpoint_message(folder: Path) -> str:
     """Why a non-empty output folder is refused: the user's own files there (listed: they are what is at stake), or
     checkpoint files that are not a model of this package; and what --overwrite would replace."""
@@ -260,10 +309,12 @@ def trainer_folder(trainer_dir: str | None) -> Iterator[str]:
 def save_checkpoint(model: Any, tokenizer: Any, output_dir: Path, report: dict[str, Any]) -> None:
     """Model, model card, tokenizer and `train`'s report (with the number of data-parallel processes that trained),
     saved into a new folder next to `output_dir` and moved into place (see `replacing_checkpoint`)."""
+    from ..hub import CHECKPOINT_WRITER
+
     with replacing_checkpoint(output_dir) as staging:
         model.save_pretrained(staging)
         # The card's title and loading examples name the folder it is saved to: the final one, not the staging one.
-        model.create_model_card(str(output_dir)).save(staging / "README.md")
+        CHECKPOINT_WRITER.create_model_card(model, str(output_dir)).save(staging / "README.md")
         tokenizer.save_pretrained(staging)
         write_json(staging / TRAIN_REPORT, json_safe({**report, "processes": world_size()}))
 

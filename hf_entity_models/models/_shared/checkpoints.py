@@ -192,12 +192,16 @@ class CheckpointMixin:
         (e.g. a pre-trained language model loaded into the coreference head) may leave the weights of modules it
         lacks random, as transformers' fine-tuning does.
 
+        `strict=False` loads as transformers does (weights left random or dropped are only logged), for a
+        checkpoint you mean to complete, e.g. one whose new module you will train.
+
         Raises:
             CheckpointError: The folder holds another model, the weights file is truncated or not safetensors, or
                 the config does not fit the stored weights (a layer more or less, other sizes: pass
                 `ignore_mismatched_sizes=True` to re-initialise resized tensors instead).
         """
         location = os.fspath(pretrained_model_name_or_path)
+        strict = kwargs.pop("strict", True)
         stored = _stored_config(location, kwargs)
         cls._refuse_other_model(stored, location)
         wants_loading_info = kwargs.pop("output_loading_info", False)
@@ -218,7 +222,7 @@ class CheckpointMixin:
         else:  # a compatible model (e.g. GPT-2 under a model built on it): the modules it lacks start random
             new_weights = tuple(name for name, _ in model.named_children())
         problem = loading_problem(model, loading_info, location, allowed_missing=new_weights)
-        if problem is not None:
+        if problem is not None and strict:
             raise CheckpointError(problem)
         model._after_loading()
         return (model, loading_info) if wants_loading_info else model
@@ -272,7 +276,9 @@ WIDTH_LIMIT = SizeLimit(
     "about 16,000)"
 )
 VOCABULARY_LIMIT = SizeLimit(4_194_304, "larger than any real vocabulary (the largest have about 256,000 tokens)")
-LAYERS_LIMIT = SizeLimit(1_024, "deeper than any real model (GPT-2 XL: 48 blocks, the deepest language models about 130)")
+LAYERS_LIMIT = SizeLimit(
+    1_024, "deeper than any real model (GPT-2 XL: 48 blocks, the deepest language models about 130)"
+)
 POSITIONS_LIMIT = SizeLimit(
     1_048_576, "longer than the context of any real model, and the position table grows with it"
 )
@@ -373,11 +379,12 @@ def _wrong_type_error(config_class: type, error: Exception, given: Mapping[str, 
     value = given[name]
     expected = _type_description(field.type)
     default = _field_default(config_class, name)
-    fix = f"Give {expected}" + ("" if default is None else f" such as {default!r} (the default)")
-    if isinstance(value, str) and "a string" not in expected:
-        fix += ", without quotes in JSON"
+    fixes = [] if default is None else [f"Give {expected} (the default is {default!r})"]
+    if isinstance(value, str) and any(kind in expected for kind in ("a number", "an integer", "True or False")):
+        fixes.append("without quotes in JSON" if fixes else "Write it without quotes in JSON")
+    fix = f" {', '.join(fixes)}." if fixes else ""
     return ConfigFieldTypeError(
-        f"{config_class.__name__}.{name} must be {expected}, got {value!r} ({type(value).__name__}). {fix}."
+        f"{config_class.__name__}.{name} must be {expected}, got {value!r} ({type(value).__name__}).{fix}"
     )
 
 
@@ -398,9 +405,8 @@ def _type_description(annotation: Any) -> str:
             item = (typing.get_args(option) or (Any,))[0]
             description = f"a list of {_PLURALS.get(item, 'values')}"
         else:
-            description = _SINGULARS.get(option) or _SINGULARS.get(typing.get_origin(option)) or f"a {option}"
-            if isinstance(option, type) and option not in _SINGULARS:
-                description = f"a {option.__name__}"
+            known = _SINGULARS.get(option) or _SINGULARS.get(typing.get_origin(option))
+            description = known or f"a {getattr(option, '__name__', option)}"
         if description not in described:
             described.append(description)
     if type(None) in options:
@@ -456,10 +462,10 @@ class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
 
     def __post_init__(self, **kwargs):
         # A read-only property is not a setting but follows from the fields (a `preset` is the named design the
-        # switches make, a `vocab_size` may be the sub-config's). Letting the key set the fields would
-        # make two truths in one file (a stored switch and a name that says otherwise) and need a rule for which
-        # wins; refusing it outright would refuse a file that merely records what the fields make. So a value that
-        # agrees is accepted and dropped, and one that does not is refused with what to do instead.
+        # switches make, a `vocab_size` may be the sub-config's). Letting the key set the fields would make two
+        # truths in one file (a stored switch and a name that says otherwise) and need a rule for which wins;
+        # refusing it outright would refuse a file that merely records what the fields make. So a value that agrees
+        # is accepted and dropped, and one that does not is refused with what to do instead.
         derived = {name: kwargs.pop(name) for name in list(kwargs) if _is_read_only_property(type(self), name)}
         super().__post_init__(**kwargs)
         for name, given in derived.items():
@@ -518,7 +524,7 @@ class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
     def _stored_config_problem(cls, config_dict: dict[str, Any], kwargs: Mapping[str, Any]) -> Exception | None:
         """What building the stored config alone raises, or None when it builds."""
         try:
-            super().from_dict(dict(config_dict), **{key: value for key, value in kwargs.items()})
+            super().from_dict(dict(config_dict), **kwargs)
         except (TypeError, ValueError) as error:
             return error
         return None
@@ -533,8 +539,8 @@ class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
 
 def _overridable_fields(config_class: type) -> set[str]:
     """The fields of a config class that `from_dict` builds in from keyword arguments: its own and those of the
-    config it extends (GPT-2's for a model built on GPT-2), not transformers' generic ones (dtype, output_hidden_states, ...) nor sub-configs,
-    which transformers merges field by field."""
+    config it extends (GPT-2's for a model built on GPT-2); not transformers' generic ones (dtype,
+    output_hidden_states, ...), nor sub-configs, which transformers merges field by field."""
     own = set(getattr(config_class, "__dataclass_fields__", {}))
     generic = set(PreTrainedConfig.__dataclass_fields__)
     return own - generic - set(getattr(config_class, "sub_configs", {}) or {})

@@ -2,13 +2,16 @@
 of the left-to-right memory over documents of different lengths, and windowed encoding of long documents.
 
 Written once here and imported by the models that use it; saving a model copies it next to the weights (see
-`portable_code`), so it imports only torch, transformers and the standard library.
+`portable_code`), so it imports only torch, transformers, the standard library and the other shared modules.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from transformers import PreTrainedConfig
+
+from .checkpoints import MEMORY_CELLS_LIMIT, MEMORY_CHUNK_LIMIT, SizeLimit, check_size_limits
 
 # Values of `link_labels`: the kind of every labelled token pair decides its target and its loss weight.
 LINK_NEGATIVE = 0  # the pronoun and a name it does not refer to: target 0
@@ -308,6 +311,63 @@ def check_encoder_settings(
         raise ValueError(f"encoder_window_size must be >= 2, got {window}.")
     if not 0 <= overlap < window:
         raise ValueError(f"encoder_window_overlap must be in [0, encoder window size {window}), got {overlap}.")
+
+
+# The loss weights of the labelled link kinds, fields of every entity-memory coreference config.
+LINK_LOSS_WEIGHTS = ("self_link_weight", "positive_link_weight", "negative_link_weight")
+
+
+def check_memory_reader_values(
+    config: Any,
+    sizes: Mapping[str, SizeLimit],
+    other_loss_weights: Sequence[str],
+    choices: Mapping[str, Sequence[str]],
+    cells_advice: str,
+    parameters: int,
+) -> None:
+    """Validate the fields every entity-memory coreference config has, and what it may ask for: its sizes, memory
+    cells, dropout, loss weights, Gumbel temperature, decision thresholds, choices (e.g. the memory implementation)
+    and compiled chunk length.
+
+    Args:
+        config: The config.
+        sizes: Its size fields (each >= 1) and their upper limits (`checkpoints.WIDTH_LIMIT`, ...).
+        other_loss_weights: Its loss-weight fields (each >= 0) besides those of the links and the mention loss.
+        choices: Its fields that take one of a few values, and those values.
+        cells_advice: How many memory cells the paper uses, said when `num_memory_cells` < 1.
+        parameters: The config's estimate of its model's parameter count (`checkpoints.check_size_limits`).
+
+    Raises:
+        ValueError: What is wrong and the fix, in one line.
+    """
+    for name in sizes:
+        _require(getattr(config, name) >= 1, f"{name} must be >= 1, got {getattr(config, name)}.")
+    _require(
+        config.num_memory_cells >= 1, f"num_memory_cells must be >= 1, got {config.num_memory_cells}; {cells_advice}."
+    )
+    _require(0.0 <= config.dropout < 1.0, f"dropout must be in [0, 1), got {config.dropout}.")
+    for name in (*LINK_LOSS_WEIGHTS, "mention_loss_weight", *other_loss_weights):
+        _require(getattr(config, name) >= 0, f"{name} must be >= 0, got {getattr(config, name)}.")
+    _require(config.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {config.gumbel_temperature}.")
+    for name in ("coref_threshold", "mention_threshold"):
+        _require(
+            0.0 <= getattr(config, name) <= 1.0,
+            f"{name} is a probability and must be in [0, 1], got {getattr(config, name)}.",
+        )
+    _require(
+        config.new_entity_threshold is None or 0.0 <= config.new_entity_threshold <= 1.0,
+        f"new_entity_threshold is a share in [0, 1] or None, got {config.new_entity_threshold}.",
+    )
+    for name, values in choices.items():
+        _require(getattr(config, name) in values, f"{name} must be one of {values}, got {getattr(config, name)!r}.")
+    _require(config.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {config.memory_chunk_size}.")
+    limits = {**sizes, "num_memory_cells": MEMORY_CELLS_LIMIT, "memory_chunk_size": MEMORY_CHUNK_LIMIT}
+    check_size_limits(config, limits, parameters)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
 
 
 # ----------------------------------------------------------------------------------------------- input checks

@@ -9,7 +9,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
+from hf_entity_models.models._shared.checkpoints import WIDTH_LIMIT, CheckpointConfigMixin, check_size_limits
+from hf_entity_models.models._shared.checkpoints import transformer_parameter_estimate
 
 ENCODER_ONLY = "encoder-only"
 ENCODER_DECODER = "encoder-decoder"
@@ -169,6 +170,9 @@ class DefinitionEmbConfig(CheckpointConfigMixin, PreTrainedConfig):
             f"embedding_size (H_e) must be a positive int, got {self.embedding_size!r}; leave it None to use the "
             "PLM's input embedding width.",
         )
+        # The reader and the linear map A from its hidden states to the embeddings (the largest terms).
+        parameters = transformer_parameter_estimate(self.reader_config) + self.reader_hidden_size * self.embedding_size
+        check_size_limits(self, {"embedding_size": WIDTH_LIMIT}, parameters)
 
 
     @classmethod

@@ -11,7 +11,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
+from hf_entity_models.models._shared.checkpoints import WIDTH_LIMIT, CheckpointConfigMixin, SizeLimit
+from hf_entity_models.models._shared.checkpoints import check_size_limits, transformer_parameter_estimate
 
 READING_MODES = ("q2p", "p2q", "qcp")
 # What the start/end classifier of the full ForceReader reads (see the `interaction_head` field).
@@ -20,6 +21,10 @@ INTERACTION_HEADS = ("residual", "concat", "paper")
 BACKGROUND_ATTENTION_SIDES = ("query", "key")
 # How the two answer heads (the QCP token head and the separate-encoding branch) are trained (see `head_training`).
 HEAD_TRAININGS = ("sum", "deep-supervision", "stacked")
+# The widest interaction kernel a config may ask for (see `check_size_limits`).
+KERNEL_SIZE_LIMIT = SizeLimit(
+    1_023, "a kernel of 1,023 already spans the whole passage-by-question map of a 512-token input from any pair"
+)
 # The branch weights `train_on_squad` chooses among on validation questions (see `branch_weight`).
 BRANCH_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # The two-head training switches, at the values that train the summed logits alone (the issue-22 design, and what
@@ -253,7 +258,8 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
     @property
     def preset(self) -> str | None:
         """The name of the preset this config is (the one that fixes the most fields, when several fit), or None
-        for a combination outside the ladder."""
+        for a combination outside the ladder. The fields decide it: a `preset` given to the constructor or written
+        in config.json is accepted when it names this one and refused otherwise (use `from_preset`)."""
         fitting = [
             (len(switches), name)
             for name, switches in PRESETS.items()
@@ -323,6 +329,15 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
             "use 0.0.",
         )
         _require(0.0 <= self.classifier_dropout < 1.0, f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}.")
+        limits = {"interaction_channels": WIDTH_LIMIT, "interaction_kernel_sizes": KERNEL_SIZE_LIMIT}
+        check_size_limits(self, limits, self._parameter_estimate())
+
+    def _parameter_estimate(self) -> int:
+        """About how many parameters the model has: the encoder, the separable convolutions of the interactive
+        reasoning and the bilinear start/end maps (the largest terms only)."""
+        channels, hidden = self.interaction_channels, getattr(self.encoder_config, "hidden_size", 0)
+        convolutions = sum(channels * size * size + channels * channels for size in self.interaction_kernel_sizes)
+        return transformer_parameter_estimate(self.encoder_config) + convolutions + 2 * hidden * hidden
 
 
 def _require(condition: bool, message: str) -> None:

@@ -8,10 +8,16 @@ It imports only ``transformers``, ``huggingface_hub``, the standard library and 
 from huggingface_hub.dataclasses import strict
 from transformers import GPT2Config
 
-from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
+from hf_entity_models.models._shared.checkpoints import LAYERS_LIMIT, POSITIONS_LIMIT, VOCABULARY_LIMIT, WIDTH_LIMIT
+from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin, SizeLimit, check_size_limits
 
 ENTITY_ATTENTION_VALUES = ("hidden", "entities")
 ENTITY_STATES = ("memory", "paper")
+# The largest entity store a config may ask for (see `check_size_limits`).
+MAX_ENTITIES_LIMIT = SizeLimit(
+    16_384, "every document of a batch carries a state row of n_embd per entity (16,384 rows of 768 are 50 MB), and "
+    "a whole book has a few hundred entities"
+)
 # Named designs: the field values each fixes (any other field keeps its default or the value given).
 PRESETS: dict[str, dict[str, object]] = {
     "entity-memory": {"entity_state": "memory"},
@@ -102,6 +108,16 @@ class GPT2EConfig(CheckpointConfigMixin, GPT2Config):
         self._check_entity_fields()
 
     def _check_entity_fields(self) -> None:
+        limits = {
+            "n_embd": WIDTH_LIMIT,
+            "n_inner": WIDTH_LIMIT,
+            "n_layer": LAYERS_LIMIT,
+            "n_positions": POSITIONS_LIMIT,
+            "vocab_size": VOCABULARY_LIMIT,
+            "max_entities": MAX_ENTITIES_LIMIT,
+            "entity_attention_size": WIDTH_LIMIT,
+        }
+        check_size_limits(self, limits, self._parameter_estimate())
         if isinstance(self.max_entities, bool) or self.max_entities < 1:
             raise ValueError(f"max_entities must be a positive int (the store capacity), got {self.max_entities!r}.")
         if self.entity_state not in ENTITY_STATES:
@@ -125,6 +141,15 @@ class GPT2EConfig(CheckpointConfigMixin, GPT2Config):
         if self.add_cross_attention:
             raise ValueError("GPT2E is a decoder-only language model: add_cross_attention=True is not supported.")
 
+    def _parameter_estimate(self) -> int:
+        """About how many parameters the model has: token and position embeddings (and an untied LM head), GPT-2's
+        blocks, and the entity attention of every block or the one entity memory (the largest terms only)."""
+        width, layers = self.n_embd, self.n_layer
+        inner = self.n_inner or 4 * width
+        embeddings = (self.vocab_size * (1 if self.tie_word_embeddings else 2) + self.n_positions) * width
+        entity = layers * 4 * width * self.entity_attention_size if self.entity_state == "paper" else 4 * width * width
+        return embeddings + layers * (4 * width * width + 2 * width * inner) + entity
+
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs) -> "GPT2EConfig":
         # A GPT2E config saved before `entity_state` existed (saved configs record every field) belongs to a model
@@ -144,7 +169,8 @@ class GPT2EConfig(CheckpointConfigMixin, GPT2Config):
 
     @property
     def preset(self) -> str | None:
-        """The name of the preset this config is, or None."""
+        """The name of the preset this config is, or None. The fields decide it: a `preset` given to the constructor
+        or written in config.json is accepted when it names this one and refused otherwise (use `from_preset`)."""
         for name, switches in PRESETS.items():
             if all(getattr(self, key) == value for key, value in switches.items()):
                 return name

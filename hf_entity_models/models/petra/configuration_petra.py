@@ -8,9 +8,10 @@ It imports only ``transformers``, ``huggingface_hub``, the standard library and 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
-from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
+from hf_entity_models.models._shared.checkpoints import WIDTH_LIMIT, CheckpointConfigMixin
+from hf_entity_models.models._shared.checkpoints import transformer_parameter_estimate
+from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, check_memory_reader_values
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 MEMORY_VARIANTS = ("vanilla", "learned_init", "fixed_key")
@@ -217,15 +218,21 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
         return len(self.encoder_layers) * self.encoder_config.hidden_size
 
     def _check_values(self) -> None:
-        _require(self.hidden_size >= 1, f"hidden_size must be >= 1, got {self.hidden_size}.")
-        _require(self.mlp_hidden_size >= 1, f"mlp_hidden_size must be >= 1, got {self.mlp_hidden_size}.")
-        _require(
-            self.num_memory_cells >= 1,
-            f"num_memory_cells must be >= 1, got {self.num_memory_cells}; the paper uses 2 to 20 (default 10).",
-        )
-        _require(
-            self.memory_variant in MEMORY_VARIANTS,
-            f"memory_variant must be one of {MEMORY_VARIANTS}, got {self.memory_variant!r}.",
+        check_memory_reader_values(
+            self,
+            sizes={"hidden_size": WIDTH_LIMIT, "mlp_hidden_size": WIDTH_LIMIT},
+            other_loss_weights=("entity_loss_weight",),
+            choices={
+                "memory_variant": MEMORY_VARIANTS,
+                "coref_loss": COREF_LOSSES,
+                "coref_update_mlp": COREF_UPDATE_MLPS,
+                "overwrite_tie_breaking": OVERWRITE_TIE_BREAKING,
+                "entity_loss_reduction": ENTITY_LOSS_REDUCTIONS,
+                "linear_init": LINEAR_INITS,
+                "memory_implementation": MEMORY_IMPLEMENTATIONS,
+            },
+            cells_advice="the paper uses 2 to 20 (default 10)",
+            parameters=self._parameter_estimate(),
         )
         if self.memory_variant == "fixed_key":
             _require(
@@ -234,33 +241,6 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
                 f"with hidden_size={self.hidden_size}; lower key_size (paper: 20 of 300).",
             )
         _require(0.0 < self.usage_decay < 1.0, f"usage_decay must be in (0, 1), got {self.usage_decay} (paper: 0.98).")
-        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}.")
-        link_weights = ("self_link_weight", "positive_link_weight", "negative_link_weight")
-        for name in (*link_weights, "entity_loss_weight", "mention_loss_weight"):
-            _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
-        _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
-        _require(
-            0.0 <= self.coref_threshold <= 1.0,
-            f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
-        )
-        _require(
-            0.0 <= self.mention_threshold <= 1.0,
-            f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
-        )
-        _require(
-            self.new_entity_threshold is None or 0.0 <= self.new_entity_threshold <= 1.0,
-            f"new_entity_threshold is a share in [0, 1] or None, got {self.new_entity_threshold}.",
-        )
-        for name, choices in (
-            ("coref_loss", COREF_LOSSES),
-            ("coref_update_mlp", COREF_UPDATE_MLPS),
-            ("overwrite_tie_breaking", OVERWRITE_TIE_BREAKING),
-            ("entity_loss_reduction", ENTITY_LOSS_REDUCTIONS),
-            ("linear_init", LINEAR_INITS),
-            ("memory_implementation", MEMORY_IMPLEMENTATIONS),
-        ):
-            value = getattr(self, name)
-            _require(value in choices, f"{name} must be one of {choices}, got {value!r}.")
         if self.trainable_encoder_layers is not None:
             encoder_layers = getattr(self.encoder_config, "num_hidden_layers", None)
             _require(
@@ -273,8 +253,15 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
                 f"trainable_encoder_layers must be in [0, {encoder_layers}] (the encoder's layers), got "
                 f"{self.trainable_encoder_layers}.",
             )
-        _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         self._check_encoder_fields()
+
+    def _parameter_estimate(self) -> int:
+        """About how many parameters the model has: the encoder, the GRU over its features, and the entity,
+        similarity and coreference-update MLPs (the size limit needs the largest terms only)."""
+        hidden, mlp = self.hidden_size, self.mlp_hidden_size
+        gru = 3 * hidden * (self.encoder_feature_size + hidden)
+        return transformer_parameter_estimate(self.encoder_config) + gru + 8 * hidden * mlp + 4 * mlp * mlp
+
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

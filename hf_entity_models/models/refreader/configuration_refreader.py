@@ -10,9 +10,10 @@ import math
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 
-from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin
+from hf_entity_models.models._shared.checkpoints import VOCABULARY_LIMIT, WIDTH_LIMIT, CheckpointConfigMixin
+from hf_entity_models.models._shared.checkpoints import transformer_parameter_estimate
+from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, check_memory_reader_values
 from hf_entity_models.models._shared.encoders import build_encoder_config
-from hf_entity_models.models._shared.checkpoints import CheckpointConfigMixin
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
 # Key size of the paper's appendix: 16 in the purely incremental model, 32 on BERT features.
@@ -206,40 +207,24 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
         return math.exp(math.log(0.5) / self.non_entity_half_life)
 
     def _check_values(self) -> None:
-        for name in ("hidden_size", "key_size", "vocab_size", "embedding_size"):
-            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}.")
-        _require(
-            self.num_memory_cells >= 1,
-            f"num_memory_cells must be >= 1, got {self.num_memory_cells}; the paper uses 2 (and 4).",
+        check_memory_reader_values(
+            self,
+            sizes={
+                "hidden_size": WIDTH_LIMIT,
+                "key_size": WIDTH_LIMIT,
+                "vocab_size": VOCABULARY_LIMIT,
+                "embedding_size": WIDTH_LIMIT,
+            },
+            other_loss_weights=("other_pair_weight", "lm_loss_weight"),
+            choices={"memory_implementation": MEMORY_IMPLEMENTATIONS},
+            cells_advice="the paper uses 2 (and 4)",
+            parameters=self._parameter_estimate(),
         )
         for name in ("entity_half_life", "non_entity_half_life"):
             _require(getattr(self, name) > 0, f"{name} is a number of tokens and must be > 0, got {getattr(self, name)}.")
         _require(
             0.0 < self.initial_salience < 1.0,
             f"initial_salience must be in (0, 1), got {self.initial_salience} (authors' code: 1e-7).",
-        )
-        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}.")
-        for name in (
-            "self_link_weight",
-            "positive_link_weight",
-            "negative_link_weight",
-            "other_pair_weight",
-            "lm_loss_weight",
-            "mention_loss_weight",
-        ):
-            _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
-        _require(self.gumbel_temperature > 0, f"gumbel_temperature must be > 0, got {self.gumbel_temperature}.")
-        _require(
-            0.0 <= self.coref_threshold <= 1.0,
-            f"coref_threshold is a probability and must be in [0, 1], got {self.coref_threshold}.",
-        )
-        _require(
-            0.0 <= self.mention_threshold <= 1.0,
-            f"mention_threshold is a probability and must be in [0, 1], got {self.mention_threshold}.",
-        )
-        _require(
-            self.new_entity_threshold is None or 0.0 <= self.new_entity_threshold <= 1.0,
-            f"new_entity_threshold is a share in [0, 1] or None, got {self.new_entity_threshold}.",
         )
         if self.pad_token_id is not None:
             _require(
@@ -257,13 +242,17 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
             "lm_loss_weight > 0 needs the incremental mode (encoder_config=None): with encoder features the reader "
             "sees future tokens, so next-word prediction is meaningless.",
         )
-        _require(
-            self.memory_implementation in MEMORY_IMPLEMENTATIONS,
-            f"memory_implementation must be one of {MEMORY_IMPLEMENTATIONS}, got {self.memory_implementation!r}.",
-        )
-        _require(self.memory_chunk_size >= 1, f"memory_chunk_size must be >= 1, got {self.memory_chunk_size}.")
         if self.uses_encoder:
             self._check_encoder_fields()
+
+    def _parameter_estimate(self) -> int:
+        """About how many parameters the model has: the encoder, or the word embeddings and the LM head; the input
+        projection and GRU cell over the features; the state, value and key networks (the largest terms only)."""
+        hidden, key = self.hidden_size, self.key_size
+        vocabulary = 0 if self.uses_encoder else self.vocab_size * (self.embedding_size + hidden)
+        reader = 4 * self.input_feature_size * hidden + 12 * hidden * hidden + 2 * hidden * key + 8 * key * key
+        return transformer_parameter_estimate(self.encoder_config) + vocabulary + reader
+
 
 def _require(condition: bool, message: str) -> None:
     if not condition:
