@@ -1,10 +1,12 @@
 """Checkpoint folders for ``hf-entity``: which files a checkpoint consists of (all that ``push`` uploads and that
 ``train`` may replace), what its config.json says, and loading its model and tokenizer so that a damaged or
-mismatched checkpoint ends in one line naming the file.
+mismatched checkpoint ends in one line naming the file, and code that a checkpoint ships runs only when the command
+was given ``--trust-remote-code`` (transformers is always told ``trust_remote_code=``: it never asks on stdin).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -12,6 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,8 @@ TOKENIZER_FILE_NAMES = (
     "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model",
     "spiece.model", "sentencepiece.bpe.model",
 )
+# The running command's --trust-remote-code (see `trusting_remote_code`); None: the command has no such option.
+_REMOTE_CODE_TRUSTED: ContextVar[bool | None] = ContextVar("hf_entity_remote_code_trusted", default=None)
 
 
 # ------------------------------------------------------------------------------------------ checkpoint files
@@ -149,6 +154,81 @@ def require_checkpoint(checkpoint: str) -> None:
         raise CliError(f"checkpoint folder {checkpoint} does not exist; pass the --output-dir of `train`.")
 
 
+# ----------------------------------------------------------------------------------------- code in checkpoints
+def add_trust_remote_code_option(parser: argparse.ArgumentParser) -> None:
+    """--trust-remote-code, of the commands that load checkpoints a user names (`evaluate`, `predict`)."""
+    parser.add_argument(
+        "--trust-remote-code", action="store_true",
+        help="run the code that a checkpoint ships (the modules its config.json's auto_map names) where its model type "
+        "is one that neither transformers nor this package knows; read that code first. Without it such a checkpoint "
+        "is refused. Checkpoints of this package's models always load with the installed package's code",
+    )
+
+
+@contextlib.contextmanager
+def trusting_remote_code(trusted: bool) -> Iterator[None]:
+    """Within the block, the loaders of this module run code that a checkpoint ships where it needs it, if `trusted`
+    (the command's --trust-remote-code), and refuse such a checkpoint otherwise. Outside any block (commands without
+    the option) they refuse it too, without suggesting the option."""
+    token = _REMOTE_CODE_TRUSTED.set(trusted)
+    try:
+        yield
+    finally:
+        _REMOTE_CODE_TRUSTED.reset(token)
+
+
+def trust_remote_code_for(location: str) -> bool:
+    """The explicit `trust_remote_code=` to load `location` with: without one, transformers asks on stdin "Do you wish
+    to run the custom code?" and imports the checkpoint's modules on "y".
+
+    True only where the checkpoint needs code of its own (`required_remote_code`) and the command was given
+    --trust-remote-code; such a checkpoint is refused in one line without it. False otherwise: a model type that
+    transformers or this package knows loads with the installed code, whatever code the folder also holds.
+
+    Raises:
+        CliError: The checkpoint needs its own code and the command was not given --trust-remote-code.
+    """
+    requested = required_remote_code(location)
+    if not requested:
+        return False
+    trusted = _REMOTE_CODE_TRUSTED.get()
+    if trusted:
+        return True
+    model_type = stored_config(location).get("model_type")
+    names = (
+        f"names the model type {model_type!r}, which neither transformers nor this package knows,"
+        if isinstance(model_type, str) else "names no model type"
+    )
+    advice = (
+        "read that code, then pass --trust-remote-code to run it, or give a checkpoint of a known model type."
+        if trusted is False else
+        "this command runs no code that a checkpoint ships: give a checkpoint of a model type that this package or "
+        "transformers knows."
+    )
+    raise CliError(
+        f"{config_description(location)} {names} and asks to run code that comes with the checkpoint to load it "
+        f"({', '.join(requested)}); {advice}"
+    )
+
+
+def required_remote_code(location: str) -> list[str]:
+    """The classes that a checkpoint's config.json asks transformers to import from code that comes with it (its
+    auto_map), where loading needs them: its model type is not one that transformers or this package registers.
+    [] for any other checkpoint."""
+    from transformers import CONFIG_MAPPING
+
+    config = stored_config(location)
+    auto_map = config.get("auto_map")
+    model_type = config.get("model_type")
+    if not isinstance(auto_map, dict) or (isinstance(model_type, str) and model_type in CONFIG_MAPPING):
+        return []
+    references = []
+    for value in auto_map.values():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        references += [item for item in items if isinstance(item, str)]
+    return list(dict.fromkeys(references))
+
+
 # ---------------------------------------------------------------------------------------------------- models
 def load_model(
     model_class: Any, location: str, mismatch_advice: str | None = None, *, strict: bool = True, **overrides: Any
@@ -164,12 +244,19 @@ def load_model(
             place for (a config.json that does not match them: the model would run with random layers). False
             where a checkpoint of another architecture is the starting point (a GPT-2 for GPT2E).
         **overrides: Config fields passed to `from_pretrained`.
+
+    Raises:
+        CliError: The checkpoint cannot be loaded, or needs code of its own that the command may not run
+            (`trust_remote_code_for`).
     """
     from safetensors import SafetensorError
 
+    trust_remote_code = trust_remote_code_for(location)
     try:
         with held_back_loading_output(quiet_progress=Path(location).is_dir()):
-            model, loading_info = model_class.from_pretrained(location, output_loading_info=True, **overrides)
+            model, loading_info = model_class.from_pretrained(
+                location, output_loading_info=True, trust_remote_code=trust_remote_code, **overrides
+            )
             if strict:  # inside the block: a refused load does not show transformers' load report either
                 _check_loaded_weights(model, loading_info, location, mismatch_advice)
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:
@@ -178,14 +265,13 @@ def load_model(
 
 
 def _check_loaded_weights(model: Any, loading_info: dict[str, Any], location: str, advice: str | None) -> None:
-    """Refuse missing, unexpected or resized weights (`check_loading_info`, shared with `from_encoder`), in one line
-    that ends with the caller's advice when it has one."""
-    from ..models._shared.encoders import check_loading_info
+    """Refuse missing, unexpected or resized weights (`loading_problem`, the package's one weight-fit check), in one
+    line that ends with the caller's advice when it has one."""
+    from ..models._shared.checkpoints import loading_problem
 
-    try:
-        check_loading_info(model, loading_info, location)
-    except ValueError as error:
-        raise CliError(f"{error} {advice}" if advice else str(error)) from error
+    problem = loading_problem(model, loading_info, location)
+    if problem is not None:
+        raise CliError(f"{problem} {advice}" if advice else problem)
 
 
 def load_failure(location: str, error: BaseException, mismatch_advice: str | None) -> str:
@@ -268,7 +354,7 @@ def held_back_loading_output(quiet_progress: bool) -> Iterator[None]:
 def load_tokenizer(location: str) -> Any:
     """`AutoTokenizer.from_pretrained(location)`, where a folder without tokenizer files, or without the file a fast
     tokenizer is built from, is refused in one line naming the files (transformers would suggest installing
-    sentencepiece or tiktoken instead)."""
+    sentencepiece or tiktoken instead); code that comes with the folder runs only as `trust_remote_code_for` allows."""
     from transformers import AutoTokenizer
 
     folder = Path(location)
@@ -276,8 +362,9 @@ def load_tokenizer(location: str) -> Any:
         refuse_folder_without_tokenizer(folder)
     elif not folder.exists() and not HUB_ID.match(str(location)):
         raise CliError(f"{location} does not exist: give the folder that holds the tokenizer, or a Hub id.")
+    trust_remote_code = trust_remote_code_for(location)
     try:
-        return AutoTokenizer.from_pretrained(location)
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
     except ValueError as error:
         if not folder.is_dir() or "sentencepiece" not in str(error):
             raise

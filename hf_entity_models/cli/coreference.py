@@ -22,6 +22,8 @@ from .training import (
     is_main_process,
     main_process_work,
     refuse_fields,
+    refuse_shared_examples,
+    refuse_the_same_data,
     save_checkpoint,
     trainer_folder,
 )
@@ -37,6 +39,8 @@ GAP_PATIENCE, CONLL_PATIENCE = 15, 5
 CONLL_CHUNK_LENGTH = 256
 # Without --validation, the last tenth of the --conll documents (at least one) is held out for selection.
 CONLL_HELD_OUT_SHARE = 10
+# How to fix validation rows that the model also trains on.
+_VALIDATION_ADVICE = "give validation rows the model does not train on (e.g. --validation gap-validation.tsv)"
 # Options of GAP-format or built-in data that training on --conll does not read (argparse destination -> option).
 _GAP_DATA_OPTIONS = {"synthetic_validation": "--synthetic-validation", "max_train_rows": "--max-train-rows"}
 # Fields of the incremental reader that come from the tokenizer, and fields that only the encoder mode reads.
@@ -404,8 +408,10 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def training_data(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """(train rows, validation rows, dataset id for the model card), as datasets in the `load_gap` layout."""
+    """(train rows, validation rows, dataset id for the model card), as datasets in the `load_gap` layout; validation
+    rows with a repeated id, or that the model also trains on, are refused (before any model is built)."""
     from ..tasks.coreference import load_gap
+    from ..tasks.coreference.gap import shared_ids
     from ..tasks.coreference.synthetic import PEOPLE_CORPUS_ID, generate_people_corpus
 
     if args.synthetic is not None and args.train is not None:
@@ -417,15 +423,35 @@ def training_data(args: argparse.Namespace) -> tuple[Any, Any, str]:
         )
     if args.synthetic is not None:
         train = generate_people_corpus(args.synthetic, seed=args.seed, id_prefix="people-train")
-        if args.validation is not None:
-            return train, load_gap(args.validation, split=args.validation_split), _dataset_id(args.validation)
-        size = args.synthetic_validation or max(1, args.synthetic // SYNTHETIC_VALIDATION_SHARE)
-        # Another seed: validation stories are new combinations of names and templates.
-        validation = generate_people_corpus(size, seed=args.seed + 1, id_prefix="people-validation")
-        return train, validation, PEOPLE_CORPUS_ID
-    train = load_gap(args.train, split=args.train_split)
-    validation = load_gap(args.validation, split=args.validation_split)
+        training_source = f"--synthetic {args.synthetic}"
+        if args.validation is None:
+            size = args.synthetic_validation or max(1, args.synthetic // SYNTHETIC_VALIDATION_SHARE)
+            # Another seed: validation stories are new combinations of names and templates.
+            validation = generate_people_corpus(size, seed=args.seed + 1, id_prefix="people-validation")
+            return train, validation, PEOPLE_CORPUS_ID
+    else:
+        refuse_the_same_data(("--train", args.train, args.train_split),
+                             ("--validation", args.validation, args.validation_split), _VALIDATION_ADVICE)
+        train = load_gap(args.train, split=args.train_split)  # a repeated training row is trained on twice: no harm
+        training_source = f"--train {args.train}"
+    validation = read_gap_rows(args.validation, args.validation_split, "--validation")
+    trained = train if args.max_train_rows is None else train.select(range(min(args.max_train_rows, len(train))))
+    refuse_shared_examples(shared_ids(trained, validation), f"--validation {args.validation}", training_source,
+                           _VALIDATION_ADVICE)
     return train, validation, _dataset_id(args.validation)
+
+
+def read_gap_rows(source: str, split: str | None, option: str | None = None) -> Any:
+    """The GAP rows of a file or Hub dataset (`load_gap`), refused in one line when an id occurs more than once
+    (predictions and scores are matched to rows by id); `option` (e.g. "--gap-file") names the source."""
+    from ..tasks.coreference.gap import check_unique_ids, load_gap
+
+    rows = load_gap(source, split=split)
+    try:
+        check_unique_ids(rows, f"{option} {source}" if option else source)
+    except ValueError as error:
+        raise CliError(str(error)) from error
+    return rows
 
 
 def _dataset_id(source: str) -> str:
@@ -463,13 +489,15 @@ def _model_from_checkpoint(args: argparse.Namespace, head: type, overrides: dict
     location = args.init_from
     if not Path(location).exists() and not HUB_ID.match(location):
         raise CliError(f"--init-from checkpoint {location} does not exist; pass a folder written by save_pretrained.")
-    stored = AutoConfig.from_pretrained(location)
+    # Before AutoConfig reads it: for a model type it does not know, it would offer to run the checkpoint's code.
     expected = head.config_class.model_type
-    if stored.model_type != expected:
+    model_type = stored_config(location).get("model_type", expected)
+    if model_type != expected:
         raise CliError(
-            f"--init-from {location} holds a {stored.model_type!r} model, but `train {args.model}` needs a "
-            f"{expected!r} checkpoint; pick the matching model."
+            f"--init-from {location} holds a {model_type!r} model, but `train {args.model}` needs a {expected!r} "
+            "checkpoint; pick the matching model."
         )
+    stored = AutoConfig.from_pretrained(location, trust_remote_code=False)
     encoder_config = getattr(stored, "encoder_config", None)
     if getattr(args, "incremental", False) and encoder_config is not None:
         raise CliError(
@@ -524,7 +552,8 @@ def coreference_pipeline(checkpoint: str) -> Any:
     from transformers import pipeline
 
     model, tokenizer = load_coreference_checkpoint(checkpoint)
-    return pipeline("coreference", model=model, tokenizer=tokenizer)
+    # Built from the loaded objects: nothing more is loaded, and transformers is told so (it never asks).
+    return pipeline("coreference", model=model, tokenizer=tokenizer, trust_remote_code=False)
 
 
 def candidate_probabilities(model: Any, tokenizer: Any, rows: Any, batch_size: int = 32) -> list[list[float]]:

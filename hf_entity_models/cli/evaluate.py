@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import architecture_of, checkpoint_inputs, checkpoint_kind, require_checkpoint
+from .checkpoints import (
+    add_trust_remote_code_option,
+    architecture_of,
+    checkpoint_inputs,
+    checkpoint_kind,
+    trust_remote_code_for,
+    require_checkpoint,
+    trusting_remote_code,
+)
 from .common import (
     CliError,
     add_overwrite_option,
@@ -147,6 +155,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--output", help="also write the JSON result to this file")
     add_overwrite_option(parser)
+    add_trust_remote_code_option(parser)
     add_threads_option(parser, "scoring")
     parser.set_defaults(handler=run_evaluate, command_name="evaluate")
 
@@ -154,7 +163,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     """``hf-entity evaluate``: GAP scores at the stored threshold (and the best one with --sweep), the CoNLL-2012
     scores of a coreference checkpoint on --conll documents (a table), the official SQuAD scores of a
-    question-answering checkpoint, or the perplexities of a language model, as JSON."""
+    question-answering checkpoint, or the perplexities of a language model, as JSON. A checkpoint that needs code of
+    its own is refused first, unless --trust-remote-code was given."""
+    with trusting_remote_code(args.trust_remote_code):
+        trust_remote_code_for(args.checkpoint)
+        return _run_evaluate(args)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
     data_files = [source for source in (args.gap_file, args.conll, args.lambada) if source is not None]
     inputs = [*(Path(source) for source in data_files), *checkpoint_inputs(args.checkpoint)]
     check_output_file(args.output, "--output", args.overwrite, inputs)
@@ -230,11 +246,11 @@ def _print_result(result: dict[str, Any], output: str | None) -> None:
 
 
 def _evaluate_coreference(args: argparse.Namespace) -> int:
-    from ..tasks.coreference import gap_gold, load_gap, score_gap_probabilities, sweep_threshold
-    from .coreference import candidate_probabilities, load_coreference_checkpoint
+    from ..tasks.coreference import gap_gold, score_gap_probabilities, sweep_threshold
+    from .coreference import candidate_probabilities, load_coreference_checkpoint, read_gap_rows
 
     model, tokenizer = load_coreference_checkpoint(args.checkpoint)
-    rows = load_gap(args.gap_file, split=args.split)
+    rows = read_gap_rows(args.gap_file, args.split)  # a repeated id: refused before any row is scored
     scores = candidate_probabilities(model, tokenizer, rows, args.batch_size)
     gold = gap_gold(rows)
     probabilities = {row.example_id: (float(a), float(b)) for row, (a, b) in zip(gold, scores)}

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import architecture_of, checkpoint_inputs, checkpoint_kind, stored_config
+from .checkpoints import (
+    add_trust_remote_code_option,
+    architecture_of,
+    checkpoint_inputs,
+    checkpoint_kind,
+    trust_remote_code_for,
+    stored_config,
+    trusting_remote_code,
+)
 from .common import (
     CliError,
     add_overwrite_option,
@@ -96,6 +104,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     coreference.add_argument("--batch-size", type=positive_int, default=16, help="texts per forward pass (default: 16)")
     parser.add_argument("--output", help="write the result here instead of stdout")
     add_overwrite_option(parser)
+    add_trust_remote_code_option(parser)
     add_threads_option(parser, "the model's forward passes and generation")
     parser.set_defaults(handler=run_predict, command_name="predict")
 
@@ -134,7 +143,16 @@ def _add_question_answering_options(qa: argparse._ArgumentGroup) -> None:
 
 def run_predict(args: argparse.Namespace) -> int:
     """``hf-entity predict``: clusters or a query answer for --text, or GAP predictions for --gap-file; the answer to
-    --question for a question-answering checkpoint; the continuation of --prompt for a language model."""
+    --question for a question-answering checkpoint; the continuation of --prompt for a language model. A checkpoint
+    (or --coref-model) that needs code of its own is refused first, unless --trust-remote-code was given."""
+    with trusting_remote_code(args.trust_remote_code):
+        for location in (args.checkpoint, args.coref_model):
+            if location is not None:
+                trust_remote_code_for(location)
+        return _run_predict(args)
+
+
+def _run_predict(args: argparse.Namespace) -> int:
     inputs = [*([Path(args.gap_file)] if args.gap_file is not None else []), *checkpoint_inputs(args.checkpoint)]
     if args.coref_model is not None:
         inputs += checkpoint_inputs(args.coref_model)
@@ -183,10 +201,9 @@ def _predict_text(args: argparse.Namespace) -> int:
 def _predict_gap_file(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from ..tasks.coreference import load_gap
-    from .coreference import coreference_pipeline
+    from .coreference import coreference_pipeline, read_gap_rows
 
-    rows = load_gap(args.gap_file, split=args.split)
+    rows = read_gap_rows(args.gap_file, args.split, "--gap-file")  # checked before the model loads
     pipe = coreference_pipeline(args.checkpoint)
     queries = (
         {
@@ -221,7 +238,7 @@ def _predict_question_answering(args: argparse.Namespace, architecture: str | No
     if args.max_length is not None:
         squad_windows(args.max_length, None, model_positions(model), "checkpoint's")
     # The "question-answering" task is registered before any command runs (transformers 5.x has none of its own).
-    pipe = pipeline("question-answering", model=model, tokenizer=tokenizer)
+    pipe = pipeline("question-answering", model=model, tokenizer=tokenizer, trust_remote_code=False)
     handle_impossible = args.handle_impossible_answer
     if handle_impossible is None:
         handle_impossible = _records_squad_v2(model.config)

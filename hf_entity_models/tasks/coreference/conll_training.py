@@ -36,6 +36,7 @@ import torch
 from transformers import EarlyStoppingCallback, EvalPrediction, Trainer
 from transformers.utils import logging
 
+from ...hub.evaluation_results import record_evaluation
 from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_processes_connected
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference
@@ -234,6 +235,32 @@ def _documents(source: str | os.PathLike | Sequence[Any]) -> list[CorefDocument]
     )
 
 
+def _check_documents_once(documents: Sequence[CorefDocument], split: str) -> None:
+    """Refuse a (name, part) given twice before training, not when the first evaluation scores the documents (files
+    are checked when read; lists of documents here)."""
+    seen: dict[tuple[str, int], CorefDocument] = {}
+    for document in documents:
+        key = (document.name, document.part)
+        if key in seen:
+            raise ValueError(
+                f"The {split} documents hold {document.name!r} part {document.part} twice ({seen[key].label} and "
+                f"{document.label}); every (name, part) must occur once: drop the repeated document."
+            )
+        seen[key] = document
+
+
+def _warn_about_shared_documents(train: Sequence[CorefDocument], validation: Sequence[CorefDocument]) -> None:
+    """Validation documents that are also training documents overrate the model (`hf-entity train` refuses them)."""
+    trained = {(document.name, document.part) for document in train}
+    shared = [document.label for document in validation if (document.name, document.part) in trained]
+    if shared:
+        logger.warning(
+            f"{len(shared)} of the {len(validation)} validation documents are also training documents ({shared[:3]}"
+            f"{' ...' if len(shared) > 3 else ''}): the epoch and the mention threshold are chosen on documents the "
+            "model trains on, and the recorded validation scores overrate it."
+        )
+
+
 def _model_inputs(model, rows, cache_dir, args):
     if not uses_frozen_encoder(model):
         return rows
@@ -327,6 +354,8 @@ def train_on_conll(
             "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
         )
     train_documents, validation_documents = _documents(train_source), _documents(validation_source)
+    _check_documents_once(validation_documents, "validation")
+    _warn_about_shared_documents(train_documents, validation_documents)
     if antecedents is None:
         antecedents = CONLL_ANTECEDENTS.get(getattr(model.config, "model_type", None), "nearest")
     train_rows = conll_coreference_examples(
@@ -402,10 +431,10 @@ def evaluate_conll(
 
 
 def _record_conll_scores(config, metrics: dict[str, float], dataset: str, dataset_name: str | None, split: str):
-    if not hasattr(config, "record_evaluation"):
+    if not hasattr(config, "evaluation_results"):
         return
     for metric in ("conll_f1", "gold_conll_f1", "mention_f1"):
-        config.record_evaluation(
-            "coreference", dataset, split, metric, float(metrics[metric]),
+        record_evaluation(
+            config, "coreference", dataset, split, metric, float(metrics[metric]),
             threshold=float(metrics["mention_threshold"]), dataset_name=dataset_name,
         )  # fmt: skip

@@ -45,9 +45,11 @@ __all__ = [
     "GapExampleBuilder",
     "build_link_pairs",
     "char_span_to_token_span",
+    "check_unique_ids",
     "gap_gold",
     "load_gap",
     "prepare_gap_dataset",
+    "shared_ids",
 ]
 
 # Columns of a loaded GAP dataset, in file order (the official header lower-cased, "-" -> "_").
@@ -118,6 +120,58 @@ def load_gap(path_or_dataset_id: str | os.PathLike, split: str | None = None) ->
     return _standardise_rows(raw, source)
 
 
+def check_unique_ids(rows: datasets.Dataset | Sequence[Mapping[str, Any]], where: str) -> None:
+    """Refuse GAP rows that hold an id more than once: predictions, gold labels and scores are matched by id, so a
+    repeated row would be written twice, or fail scoring at the end of a run.
+
+    Args:
+        rows: Rows in the `load_gap` layout (a dataset, or dicts with an ``id``).
+        where: What holds the rows, for the message (e.g. ``"--validation gap-validation.tsv"``).
+
+    Raises:
+        ValueError: Naming the first repeated id and the rows (1 = the first row) that hold it.
+
+    Example:
+        >>> check_unique_ids([{"id": "v-1"}, {"id": "v-2"}], "validation.tsv")
+        >>> check_unique_ids([{"id": "v-1"}, {"id": "v-2"}, {"id": "v-1"}], "validation.tsv")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: validation.tsv holds the id 'v-1' twice (rows 1 and 3); every GAP id must appear once ...
+    """
+    positions: dict[str, list[int]] = {}
+    for number, row_id in enumerate(_row_ids(rows), start=1):
+        positions.setdefault(row_id, []).append(number)
+    repeated = [(row_id, numbers) for row_id, numbers in positions.items() if len(numbers) > 1]
+    if not repeated:
+        return
+    row_id, numbers = repeated[0]
+    times = "twice" if len(numbers) == 2 else f"{len(numbers)} times"
+    rows_named = f"rows {', '.join(str(number) for number in numbers[:-1])} and {numbers[-1]}"
+    others = f"; {len(repeated) - 1} more id(s) repeat too" if len(repeated) > 1 else ""
+    raise ValueError(
+        f"{where} holds the id {row_id!r} {times} ({rows_named}){others}; every GAP id must appear once "
+        "(predictions and scores are matched to rows by id): remove the repeated row or give it an id of its own."
+    )
+
+
+def shared_ids(
+    first: datasets.Dataset | Sequence[Mapping[str, Any]], second: datasets.Dataset | Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """The ids that two sets of GAP rows share, in the order of `second` (e.g. validation rows also trained on).
+
+    Example:
+        >>> shared_ids([{"id": "d-1"}, {"id": "d-2"}], [{"id": "v-1"}, {"id": "d-2"}])
+        ['d-2']
+    """
+    known = set(_row_ids(first))
+    return list(dict.fromkeys(row_id for row_id in _row_ids(second) if row_id in known))
+
+
+def _row_ids(rows: datasets.Dataset | Sequence[Mapping[str, Any]]) -> list[str]:
+    ids = rows["id"] if isinstance(rows, datasets.Dataset) else [row["id"] for row in rows]
+    return [str(row_id) for row_id in ids]
+
+
 def _looks_like_hub_id(source: str) -> bool:
     """`user/name` or `name`, without a file suffix or path syntax (a typo in a local path stays local)."""
     if source.startswith((".", "~")):
@@ -127,13 +181,15 @@ def _looks_like_hub_id(source: str) -> bool:
 
 def _load_gap_tsv(path: Path) -> datasets.Dataset:
     content = path.read_bytes()
-    header = _read_header(path, content)
+    lines = _read_lines(path, content)
+    header = lines[0].split("\t")
     missing = [column for column in _REQUIRED_COLUMNS if column not in {_snake_case(name) for name in header}]
     if missing:
         raise ValueError(
             f"{path}: the header {header} lacks the GAP column(s) {missing}; expected the official tab-separated "
             "header 'ID Text Pronoun Pronoun-offset A A-offset A-coref B B-offset B-coref URL'."
         )
+    _check_field_counts(path, header, lines)
     return datasets.load_dataset(
         "csv",
         # `datasets` keys its cache on the path and modification time only: a file edited in place with its mtime
@@ -153,8 +209,8 @@ def _load_gap_tsv(path: Path) -> datasets.Dataset:
     )
 
 
-def _read_header(path: Path, content: bytes) -> list[str]:
-    """The header fields, after checking that the file has a header and at least one row."""
+def _read_lines(path: Path, content: bytes) -> list[str]:
+    """The lines of the file (the header first), after checking that it has a header and at least one row."""
     try:
         # Rows end at "\n" only, as for the CSV reader; str.splitlines would also split at characters such as
         # U+2028 that may occur inside a text.
@@ -169,7 +225,30 @@ def _read_header(path: Path, content: bytes) -> list[str]:
             f"{path}: the file has a header but no rows; a GAP TSV file needs at least one tab-separated row under "
             "the header (is it a truncated copy?)."
         )
-    return lines[0].split("\t")
+    return lines
+
+
+def _check_field_counts(path: Path, header: list[str], lines: list[str]) -> None:
+    """Every row has the fields of the header (a row may lack only a last, empty URL field): the CSV reader would fill
+    a truncated row with empty fields, reported later as a bad label of a row of no file, and refuse a row with more
+    fields without naming the file."""
+    columns = [_snake_case(name) for name in header]
+    needed = max(columns.index(column) for column in _REQUIRED_COLUMNS) + 1
+    id_column = columns.index("id")
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        if not line or needed <= len(fields) <= len(header):  # the reader skips blank lines
+            continue
+        row_id = fields[id_column].strip() if id_column < len(fields) else ""
+        row = f"the row {row_id!r}" if row_id else "the row"
+        if len(fields) < needed:
+            problem = f"{row} has {len(fields)} of the {len(header)} tab-separated fields of the header (truncated?)"
+        else:
+            problem = f"{row} has {len(fields)} tab-separated fields, the header {len(header)} (a tab inside a field?)"
+        raise ValueError(
+            f"{path}, line {number}: {problem}; every row needs the fields {', '.join(header)}, separated by tabs: "
+            "repair or remove the row."
+        )
 
 
 def _load_gap_from_hub(dataset_id: str, split: str | None) -> datasets.Dataset:

@@ -28,11 +28,12 @@ import torch
 from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainingArguments
 from transformers.utils import logging
 
+from ...hub.evaluation_results import record_evaluation
 from ...models.petra import IGNORE_INDEX
 from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_processes_connected, two_rate_adamw
 from .collator import CoreferenceCollator
 from .features import cache_encoder_features, uses_frozen_encoder
-from .gap import gap_gold, prepare_gap_dataset
+from .gap import check_unique_ids, gap_gold, prepare_gap_dataset, shared_ids
 from .metrics import GapGold, GapScores, ThresholdSweep, score_gap_probabilities, sweep_threshold
 from .metrics import threshold_grid as named_threshold_grid
 
@@ -84,6 +85,8 @@ class GapMetrics:
         self.thresholds, self.comparison = named_threshold_grid(threshold_grid)
         if not gold:
             raise ValueError("GapMetrics needs the gold rows of the evaluation set, in dataset order; got none.")
+        # Here, before training, rather than when the first evaluation scores them.
+        check_unique_ids([{"id": row.example_id} for row in gold], "the evaluation rows of GapMetrics")
         if link_pair_counts is not None and len(link_pair_counts) != len(gold):
             raise ValueError(f"Got {len(link_pair_counts)} link-pair counts for {len(gold)} gold rows.")
         self.gold = list(gold)
@@ -272,7 +275,7 @@ def _record_gap_scores(
     config, scores: GapScores, threshold: float, dataset: str, dataset_name: str | None, split: str = "validation"
 ) -> None:
     """Store the scores at the chosen threshold in the config, where the saved model card reads them."""
-    if not hasattr(config, "record_evaluation"):  # a config without an evaluation_results field
+    if not hasattr(config, "evaluation_results"):  # a config without an evaluation_results field
         return
     values = {
         "f1": scores.f1,
@@ -284,7 +287,8 @@ def _record_gap_scores(
     }
     for metric, value in values.items():
         if math.isfinite(value):  # bias is NaN when masculine F1 is 0: an undefined ratio is not a result
-            config.record_evaluation(
+            record_evaluation(
+                config,
                 "coreference",
                 dataset,
                 split,
@@ -310,6 +314,23 @@ def _link_pair_counts(dataset) -> list[int] | None:
     if "link_labels" not in getattr(rows, "column_names", ()):
         return None
     return [len(labels) for labels in rows["link_labels"]]
+
+
+def _rows_description(split: str, source) -> str:
+    """The rows of a split for a message, with their file or Hub id when they came as one."""
+    return f"the {split} rows ({os.fspath(source)})" if isinstance(source, (str, os.PathLike)) else f"the {split} rows"
+
+
+def _warn_about_shared_rows(train, validation) -> None:
+    """Validation rows that are also training rows overrate the model (`hf-entity train` refuses them)."""
+    shared = shared_ids(train, validation)
+    if shared:
+        logger.warning(
+            f"{len(shared)} of the {len(validation)} validation rows are also training rows (ids {shared[:3]}"
+            f"{' ...' if len(shared) > 3 else ''}): the epoch and the threshold are chosen on rows the model trains "
+            "on, and the recorded validation F1 overrates it. Validate on rows it does not train on "
+            "(`hold_out_gap_rows` splits a file)."
+        )
 
 
 def gap_link_scheme(model) -> str:
@@ -438,12 +459,15 @@ def train_on_gap(
     ```
     """
     link_scheme = gap_link_scheme(model)
+    if max_train_rows is not None and max_train_rows < 1:
+        raise ValueError(f"max_train_rows must be >= 1, got {max_train_rows}.")
+    # Validation first: its ids are checked before anything is trained (the metrics match predictions by id).
+    validation = prepare_gap_dataset(validation_source, tokenizer, link_scheme=link_scheme)
+    check_unique_ids(validation, _rows_description("validation", validation_source))
     train = prepare_gap_dataset(train_source, tokenizer, link_scheme=link_scheme)
     if max_train_rows is not None:
-        if max_train_rows < 1:
-            raise ValueError(f"max_train_rows must be >= 1, got {max_train_rows}.")
         train = train.select(range(min(max_train_rows, len(train))))
-    validation = prepare_gap_dataset(validation_source, tokenizer, link_scheme=link_scheme)
+    _warn_about_shared_rows(train, validation)
     args = gap_training_arguments(str(output_dir), recipe or gap_training_recipe(model), **training_overrides)
     validation_inputs = validation
     if uses_frozen_encoder(model):
