@@ -60,8 +60,6 @@ def checkpoint_entries(folder: Path) -> list[Path]:
 def checkpoint_code_files(folder: Path) -> set[str]:
     """Names of the code files that loading the checkpoint with `trust_remote_code=True` imports: the modules its
     config.json names (`auto_map`, `custom_pipelines`) and, recursively, what they import relatively."""
-    from transformers.dynamic_module_utils import get_relative_import_files
-
     config = stored_config(str(folder)) if folder.is_dir() else {}
     references = list((config.get("auto_map") or {}).values())
     references += [
@@ -74,6 +72,9 @@ def checkpoint_code_files(folder: Path) -> set[str]:
                 continue
             module_file = folder / f"{class_reference.split('--')[-1].rsplit('.', 1)[0]}.py"
             if module_file.is_file() and module_file.parent == folder:
+                # Imported here only: a folder refused before any model loads must not wait for transformers.
+                from transformers.dynamic_module_utils import get_relative_import_files
+
                 names |= {module_file.name, *(Path(path).name for path in get_relative_import_files(module_file))}
     return names
 

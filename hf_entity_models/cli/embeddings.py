@@ -161,7 +161,7 @@ def run_definitions(args: argparse.Namespace) -> int:
     set_seed(args.seed)
     tokenizer = load_tokenizer(args.model)
     definitions = _with_number_words(args, definitions, tokenizer)
-    model = AutoModel.from_pretrained(args.model)
+    model = AutoModel.from_pretrained(args.model, trust_remote_code=False)
     definitions, held_out = _held_out_split(args, definitions)
     if args.reader is not None:
         reader = DefinitionEmbModel.from_pretrained(args.reader)
@@ -296,7 +296,7 @@ def _check_reader_fits(args: argparse.Namespace) -> None:
             "--reader to train one."
         )
     reader = DefinitionEmbConfig.from_pretrained(args.reader)
-    expected = DefinitionEmbConfig(reader_config=AutoConfig.from_pretrained(args.model))
+    expected = DefinitionEmbConfig(reader_config=AutoConfig.from_pretrained(args.model, trust_remote_code=False))
     differences = [
         f"{name} {got!r} where MODEL has {want!r}"
         for name, got, want in (

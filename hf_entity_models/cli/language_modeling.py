@@ -286,7 +286,7 @@ def _init_config(location: str, overrides: dict[str, Any]) -> Any:
 
     if not Path(location).exists() and not HUB_ID.match(location):
         raise CliError(f"--init-from checkpoint {location} does not exist; pass a folder written by save_pretrained.")
-    stored = AutoConfig.from_pretrained(location)
+    stored = AutoConfig.from_pretrained(location, trust_remote_code=False)
     if stored.model_type not in ("gpt2", "gpt2e"):
         raise CliError(
             f"--init-from {location} holds a {stored.model_type!r} model, but `train gpt2e` needs a 'gpt2' or "

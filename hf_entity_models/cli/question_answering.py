@@ -209,7 +209,7 @@ def _encoder_positions(encoder: str) -> int | None:
     """How many positions the encoder reads (None when its config does not say)."""
     from transformers import AutoConfig
 
-    positions = getattr(AutoConfig.from_pretrained(encoder), "max_position_embeddings", None)
+    positions = getattr(AutoConfig.from_pretrained(encoder, trust_remote_code=False), "max_position_embeddings", None)
     return positions if isinstance(positions, int) else None
 
 

@@ -27,6 +27,7 @@ from .checkpoints import (
 )
 from .common import (
     CliError,
+    refuse_folder_holding_the_current_one,
     add_threads_option,
     check_location,
     entry_names,
@@ -116,11 +117,7 @@ def check_train_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, st
     """
     output_dir = Path(args.output_dir)
     check_location(output_dir, "--output-dir", folder=True)
-    if Path.cwd().resolve().is_relative_to(output_dir.resolve()):
-        raise CliError(
-            f"--output-dir {output_dir} contains the current folder, which saving the checkpoint would replace; give "
-            "a folder of its own, e.g. --output-dir runs/my-model."
-        )
+    refuse_folder_holding_the_current_one(output_dir, "--output-dir")
     refuse_inputs_inside(output_dir, "--output-dir", inputs)
     if is_nonempty_folder(output_dir) and not args.overwrite and not is_package_checkpoint(output_dir):
         raise CliError(_not_a_checkpoint_message(output_dir))

@@ -40,7 +40,10 @@ def load_pretrained_encoder(
 
     ```
     """
-    encoder, loading_info = AutoModel.from_pretrained(encoder_name_or_path, output_loading_info=True)
+    # Never the code of a folder: a pretrained encoder is a transformers model (no prompt, no import).
+    encoder, loading_info = AutoModel.from_pretrained(
+        encoder_name_or_path, output_loading_info=True, trust_remote_code=False
+    )
     problem = loading_problem(encoder, loading_info, encoder_name_or_path, allowed_missing=unused_prefixes)
     if problem is not None:
         raise CheckpointError(problem)
