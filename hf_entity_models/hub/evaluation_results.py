@@ -40,6 +40,9 @@ def record_evaluation(
         dataset_name: Display name of the dataset, e.g. `"GAP"`.
         metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
 
+    Raises:
+        ValueError: The result is invalid (see `check_evaluation_results`); nothing is recorded.
+
     Example:
 
     ```python
@@ -52,17 +55,17 @@ def record_evaluation(
 
     ```
     """
-    config.evaluation_results = with_recorded_result(
-        getattr(config, "evaluation_results", None),
-        task=task,
-        dataset=dataset,
-        split=split,
-        metric=metric,
-        value=value,
-        threshold=threshold,
-        dataset_name=dataset_name,
-        metric_name=metric_name,
-    )
+    result = {"task": task, "dataset": dataset, "split": split, "metric": metric, "value": value}
+    optional = {"threshold": threshold, "dataset_name": dataset_name, "metric_name": metric_name}
+    result.update({key: item for key, item in optional.items() if item is not None})
+    _check_evaluation_result(result, "The evaluation result")
+    # Plain floats: numpy scalars are numbers too, but the config must stay JSON-serialisable.
+    result["value"] = float(result["value"])
+    if "threshold" in result:
+        result["threshold"] = float(result["threshold"])
+    # Replacing (not appending) keeps the model card free of stale rows when a threshold is tuned again.
+    kept = [old for old in getattr(config, "evaluation_results", None) or [] if _measurement(old) != _measurement(result)]
+    config.evaluation_results = [*kept, result]
 
 
 def check_evaluation_results(results: list[dict[str, Any]] | None) -> None:
@@ -88,64 +91,6 @@ def check_evaluation_results(results: list[dict[str, Any]] | None) -> None:
     """
     for index, result in enumerate(results or []):
         _check_evaluation_result(result, f"evaluation_results[{index}]")
-
-
-def with_recorded_result(
-    results: list[dict[str, Any]] | None,
-    *,
-    task: str,
-    dataset: str,
-    split: str,
-    metric: str,
-    value: float,
-    threshold: float | None = None,
-    dataset_name: str | None = None,
-    metric_name: str | None = None,
-) -> list[dict[str, Any]]:
-    """The results with one more measurement, which replaces an earlier one of the same task, dataset, split, metric.
-
-    Replacing (not appending) keeps the model card free of stale rows when a threshold is tuned again. The input
-    list is not modified: assign the returned list to `config.evaluation_results`.
-
-    Args:
-        results: The results recorded so far (None means none).
-        task: What was evaluated, e.g. `"coreference"`.
-        dataset: Dataset id, e.g. `"gap"` (the Hub id when there is one).
-        split: Dataset split, e.g. `"validation"`.
-        metric: Metric id, e.g. `"f1"`, `"bias"`.
-        value: The measured value; must be a finite number (skip undefined metrics such as a NaN ratio).
-        threshold: Decision threshold the value was measured at, if any.
-        dataset_name: Display name of the dataset, e.g. `"GAP"`.
-        metric_name: Display name of the metric, e.g. `"F1 (feminine)"`.
-
-    Returns:
-        The earlier results without the replaced measurement, then the new result (numbers as plain floats).
-
-    Raises:
-        ValueError: The new result is invalid (see `check_evaluation_results`).
-
-    Example:
-
-    ```python
-    >>> results = with_recorded_result(None, task="coreference", dataset="gap", split="validation", metric="f1",
-    ...                                value=0.70, threshold=0.05)
-    >>> results = with_recorded_result(results, task="coreference", dataset="gap", split="validation", metric="f1",
-    ...                                value=0.72, threshold=0.04)
-    >>> [(result["metric"], result["value"], result["threshold"]) for result in results]
-    [('f1', 0.72, 0.04)]
-
-    ```
-    """
-    result = {"task": task, "dataset": dataset, "split": split, "metric": metric, "value": value}
-    optional = {"threshold": threshold, "dataset_name": dataset_name, "metric_name": metric_name}
-    result.update({key: item for key, item in optional.items() if item is not None})
-    _check_evaluation_result(result, "The evaluation result")
-    # Plain floats: numpy scalars are numbers too, but the config must stay JSON-serialisable.
-    result["value"] = float(result["value"])
-    if "threshold" in result:
-        result["threshold"] = float(result["threshold"])
-    kept = [old for old in results or [] if _measurement(old) != _measurement(result)]
-    return [*kept, result]
 
 
 def _measurement(result: dict[str, Any]) -> tuple[str, str, str, str]:
