@@ -25,18 +25,14 @@ from hf_entity_models.models._shared.coreference_links import (
     LINK_SELF,
     LOG_EPSILON,
     active_documents_per_step,
-    candidate_scores_if_asked,
-    check_link_inputs,
-    mention_detection_loss,
     check_right_padding,
-    encode_in_windows,
     gather_tokens,
     packed_positions,
     span_link_probabilities,
     unpack_steps,
 )
-from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
-from hf_entity_models.models._shared.checkpoints import CheckpointMixin
+from hf_entity_models.models._shared.memory_models import MemoryCoreferenceMixin, MemoryPreTrainedMixin
+from hf_entity_models.models._shared.memory_models import check_same_shape, checked_attention_mask, scored_tokens
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
 from .configuration_petra import PetraConfig
@@ -151,12 +147,10 @@ class PetraTanhLinear(nn.Module):
         return torch.tanh(projected)
 
 
-class PetraPreTrainedModel(CheckpointMixin, PreTrainedModel):
+class PetraPreTrainedModel(MemoryPreTrainedMixin, PreTrainedModel):
     config: PetraConfig
     config_class = PetraConfig
     base_model_prefix = "petra"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -182,10 +176,7 @@ class PetraPreTrainedModel(CheckpointMixin, PreTrainedModel):
                 init.zeros_(module.memory_key)
 
     def _after_loading(self) -> None:
-        # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
-        for module in self.modules():
-            if isinstance(module, PetraModel):
-                module.freeze_encoder_parts()
+        self.base_model.freeze_encoder_parts()  # loading replaces the parameters that __init__ froze
 
 
 class PetraModel(PetraPreTrainedModel):
@@ -258,46 +249,6 @@ class PetraModel(PetraPreTrainedModel):
         """Dimensions of every cell that overwrites and coreference updates write to."""
         return self.config.hidden_size - self.key_size
 
-    def set_gumbel_temperature(self, temperature: float) -> None:
-        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
-        if not temperature > 0:
-            raise ValueError(f"The Gumbel temperature must be > 0, got {temperature}.")
-        self.gumbel_temperature = float(temperature)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        if self.config.freeze_encoder:
-            # A frozen encoder is a fixed feature extractor: no dropout inside it, so cached features match.
-            self.encoder.eval()
-        return self
-
-    # ----------------------------------------------------------------------------------------------- encoder
-    def get_encoder_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.FloatTensor:
-        """Concatenate the configured encoder layers for every token: `(B, T, encoder_feature_size)`.
-
-        A document longer than the encoder's window is encoded on its own in overlapping windows placed over its
-        real length (so its features never depend on the rest of the batch); each token takes the features of
-        the window where it has the most context on both sides. Padding positions get zeros.
-        """
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
-            features = encode_in_windows(
-                self._encode_window,
-                input_ids,
-                attention_mask,
-                self.config.max_encoder_window,
-                self.config.effective_window_overlap,
-            )
-        return torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
-
-    def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
-        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        hidden_states = outputs.hidden_states
-        return torch.cat([hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
-
     # ------------------------------------------------------------------------------------------------ memory
     def forward(
         self,
@@ -324,16 +275,11 @@ class PetraModel(PetraPreTrainedModel):
                 Accepted so that tokenizer outputs can be passed as they are. PeTra reads one text segment, so
                 they must be all zeros (the encoder's default).
         """
-        if kwargs:
-            raise TypeError(f"PetraModel.forward got unexpected arguments: {sorted(kwargs)}.")
-        if token_type_ids is not None and bool((token_type_ids != 0).any()):
-            raise ValueError(
-                "token_type_ids must be all zeros: PeTra reads a single text segment. Tokenize one text, not a pair."
-            )
+        self._check_arguments(kwargs, token_type_ids)
         features, attention_mask = self._resolve_features(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
-            _check_same_shape(special_tokens_mask, attention_mask, "special_tokens_mask", "attention_mask")
+            check_same_shape(special_tokens_mask, attention_mask, "special_tokens_mask", "attention_mask")
             token_mask = token_mask & ~special_tokens_mask.bool()
 
         hidden_states = self.dropout(self.gru(features)[0])
@@ -358,33 +304,10 @@ class PetraModel(PetraPreTrainedModel):
     ) -> tuple[torch.FloatTensor, torch.Tensor]:
         if (input_ids is None) == (encoder_features is None):
             raise ValueError("Pass exactly one of `input_ids` or `encoder_features` (cached encoder output).")
-        if encoder_features is not None:
-            if encoder_features.dim() != 3 or encoder_features.shape[-1] != self.config.encoder_feature_size:
-                raise ValueError(
-                    f"encoder_features must have shape (batch, tokens, {self.config.encoder_feature_size}) "
-                    f"({len(self.config.encoder_layers)} layers x hidden size "
-                    f"{self.config.encoder_config.hidden_size}), got {tuple(encoder_features.shape)}; compute them "
-                    "with `model.get_encoder_features(input_ids, attention_mask)`."
-                )
-            reference = encoder_features[..., 0]
-        else:
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}.")
-            vocab_size = getattr(self.config.encoder_config, "vocab_size", None)
-            if input_ids.numel() and (input_ids.min() < 0 or (vocab_size and input_ids.max() >= vocab_size)):
-                raise ValueError(
-                    f"input_ids must lie in [0, {vocab_size}) (the encoder's vocabulary), got values in "
-                    f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the encoder's own tokenizer."
-                )
-            reference = input_ids
-        if 0 in reference.shape[:2]:
-            raise ValueError(
-                f"The input has shape {tuple(reference.shape[:2])} (documents, tokens): PeTra needs a batch of at "
-                "least one document of at least one token; skip empty texts before calling the model."
-            )
-        if attention_mask is None:
-            attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
-        _check_same_shape(attention_mask, reference, "attention_mask", "the input")
+        attention_mask = checked_attention_mask(
+            input_ids, attention_mask, encoder_features, self.config.encoder_feature_size,
+            getattr(self.config.encoder_config, "vocab_size", None),
+        )  # fmt: skip
         check_right_padding(attention_mask)
         if encoder_features is None:
             encoder_features = self.get_encoder_features(input_ids, attention_mask)
@@ -420,9 +343,7 @@ class PetraModel(PetraPreTrainedModel):
         memory, usage = self._initial_memory(batch_size, hidden_states)
 
         token_projection_sim, token_projection_update = self._token_projections(hidden_states)
-        memory_weight, product_weight, usage_weight = self._memory_projection_weights()
-        mlp_size = product_weight.shape[0]
-
+        weights = self._memory_projection_weights()
         tie_noise = self._tie_breaking_noise(batch_size, padded_length, hidden_states)
         tie_noise_steps = tie_noise[order].unbind(1) if tie_noise is not None else [None] * padded_length
 
@@ -441,21 +362,10 @@ class PetraModel(PetraPreTrainedModel):
             if active < memory.shape[0]:
                 finished_memories.append(memory[active:])
                 memory, usage = memory[:active], usage[:active]
-            token, token_sim, token_update = token[:active], token_sim[:active], token_update[:active]
-            memory_projection = F.linear(memory, memory_weight)
-            similarity = self.similarity_mlp.from_input_projection(
-                token_sim
-                + memory_projection[..., :mlp_size]
-                + F.linear(token * memory, product_weight)
-                + usage.unsqueeze(-1) * usage_weight
-            ).squeeze(-1)  # Eq. 2, (B, N)
-            unused = usage == 0
-            coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob[:active])
-            noise = noise[:active] if noise is not None else None
-            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, noise)
-            update = self.coref_update_mlp.from_input_projection(token_update + memory_projection[..., mlp_size:])
-            memory = self._update_memory(memory, token, update, overwrite, coref)
-            usage = torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0)  # Eq. 8
+            memory, usage, overwrite, coref = self._step(
+                memory, usage, token[:active], token_sim[:active], token_update[:active], entity_prob[:active], weights,
+                noise[:active] if noise is not None else None,
+            )  # fmt: skip
             overwrites.append(overwrite)
             corefs.append(coref)
             usages.append(usage)
@@ -530,30 +440,40 @@ class PetraModel(PetraPreTrainedModel):
         hence no overwrite and no coreference; its memory and usage are carried over unchanged and its log is 0.
         """
         token, token_sim, token_update, entity_prob, alive, noise = step_inputs
+        tie_noise = noise if not self.training and self.config.overwrite_tie_breaking == "random" else None
+        memory, new_usage, overwrite, coref = self._step(
+            memory, usage, token.unsqueeze(1), token_sim.unsqueeze(1), token_update.unsqueeze(1), entity_prob, weights,
+            tie_noise, gumbel=noise if self.training else None,
+        )  # fmt: skip
+        alive = alive.unsqueeze(-1)
+        usage = alive * new_usage + (1 - alive) * usage
+        return memory, usage, torch.cat([overwrite, coref, alive * usage], dim=-1)
+
+    def _step(
+        self, memory, usage, token, token_sim, token_update, entity_prob, weights, tie_noise=None, gumbel=None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One token of every document in `memory` `(B, N, H)` (Eqs. 2-8): `(memory, usage, overwrite, coref)`.
+
+        `token`, `token_sim`, `token_update`: the token `(B, 1, H)` and its parts of MLP2 and MLP3
+        (`_token_projections`); `weights`: `_memory_projection_weights()`; `tie_noise`, `gumbel`: see
+        `_overwrite_choice`.
+        """
         memory_weight, product_weight, usage_weight = weights
         mlp_size = product_weight.shape[0]
-        token = token.unsqueeze(1)
         memory_projection = F.linear(memory, memory_weight)
         similarity = self.similarity_mlp.from_input_projection(
-            token_sim.unsqueeze(1)
+            token_sim
             + memory_projection[..., :mlp_size]
             + F.linear(token * memory, product_weight)
             + usage.unsqueeze(-1) * usage_weight
         ).squeeze(-1)  # Eq. 2, (B, N)
         unused = usage == 0
         coref, new_entity = self._coref_and_new_entity(similarity, unused, entity_prob)
-        if self.training:
-            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, gumbel=noise)
-        else:
-            tie_noise = noise if self.config.overwrite_tie_breaking == "random" else None
-            overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, tie_noise)
-        update = self.coref_update_mlp.from_input_projection(
-            token_update.unsqueeze(1) + memory_projection[..., mlp_size:]
-        )
+        overwrite = new_entity * self._overwrite_choice(similarity, usage, unused, tie_noise, gumbel)
+        update = self.coref_update_mlp.from_input_projection(token_update + memory_projection[..., mlp_size:])
         memory = self._update_memory(memory, token, update, overwrite, coref)
-        alive = alive.unsqueeze(-1)
-        usage = alive * torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0) + (1 - alive) * usage
-        return memory, usage, torch.cat([overwrite, coref, alive * usage], dim=-1)
+        usage = torch.clamp(overwrite + coref + self.config.usage_decay * usage, max=1.0)  # Eq. 8
+        return memory, usage, overwrite, coref
 
     @staticmethod
     def _coref_and_new_entity(
@@ -629,7 +549,32 @@ class PetraModel(PetraPreTrainedModel):
         return torch.cat([keys, values], dim=-1) if self.key_size else values
 
 
-class PetraForCoreference(PetraPreTrainedModel):
+class LinkLogProbability:
+    """Log of the coreference link probability of Eq. 9 for any set of token pairs.
+
+    log P(t1, t2) = logsumexp_i [ log(o+c)_{t1,i} + sum_{t1<j<=t2} log(1 - o_{j,i}) + log c_{t2,i} ]
+
+    The product over the tokens between the pair is a difference of one cumulative sum, so a pair costs O(N)
+    whatever its distance, and only the requested pairs are gathered (no B x T x T x N tensor).
+    """
+
+    def __init__(self, overwrite_probs: torch.Tensor, coref_probs: torch.Tensor):
+        self.log_write = torch.log((overwrite_probs + coref_probs).clamp_min(LOG_EPSILON))
+        self.log_coref = torch.log(coref_probs.clamp_min(LOG_EPSILON))
+        # float64 keeps the difference of two long cumulative sums exact enough for long documents.
+        log_keep = torch.log((1 - overwrite_probs).clamp_min(LOG_EPSILON)).double()
+        self.cumulative_log_keep = torch.cumsum(log_keep, dim=1)
+
+    def __call__(self, pairs: torch.LongTensor) -> torch.Tensor:
+        """Log link probability of `pairs` `(B, P, 2)` with `pairs[..., 0] < pairs[..., 1]`; returns `(B, P)`."""
+        first, second = pairs[..., 0], pairs[..., 1]
+        kept = gather_tokens(self.cumulative_log_keep, second) - gather_tokens(self.cumulative_log_keep, first)
+        per_cell = gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
+        per_cell = per_cell + gather_tokens(self.log_coref, second)
+        return torch.logsumexp(per_cell, dim=-1)
+
+
+class PetraForCoreference(MemoryCoreferenceMixin, PetraPreTrainedModel):
     """
     PeTra with the coreference losses of section 2.5 and the span link probabilities used for GAP (section 3.5).
 
@@ -650,123 +595,29 @@ class PetraForCoreference(PetraPreTrainedModel):
     ... )
     >>> out.candidate_scores.shape
     torch.Size([1, 2])
+    >>> model = PetraForCoreference.from_encoder("bert-base-cased", num_memory_cells=8)  # doctest: +SKIP
 
     ```
     """
 
     # GAP token pairs this model is trained on (see `tasks.coreference.build_link_pairs`).
     gap_link_scheme = "petra"
+    _output_class = PetraCoreferenceOutput
+    _link_log_probability_class = LinkLogProbability
 
     def __init__(self, config: PetraConfig):
         super().__init__(config)
         self.petra = PetraModel(config)
         self.post_init()
 
-    @classmethod
-    def from_encoder(cls, encoder_name_or_path: str, **config_overrides) -> "PetraForCoreference":
-        """Build a fresh PeTra around a pretrained encoder (weights loaded, frozen unless `freeze_encoder=False`).
-
-        Example:
-
-        ```python
-        >>> model = PetraForCoreference.from_encoder("bert-base-cased", num_memory_cells=8)  # doctest: +SKIP
-
-        ```
-        """
-        encoder = load_pretrained_encoder(encoder_name_or_path)
-        config = PetraConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
-        model = cls(config)
-        copy_encoder_weights(model.petra.encoder, encoder, encoder_name_or_path)
-        model.config.name_or_path = str(encoder_name_or_path)
-        return model
-
-    def set_gumbel_temperature(self, temperature: float) -> None:
-        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
-        self.petra.set_gumbel_temperature(temperature)
-
-    def get_encoder_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.FloatTensor:
-        """See [`PetraModel.get_encoder_features`]."""
-        return self.petra.get_encoder_features(input_ids, attention_mask)
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        special_tokens_mask: torch.Tensor | None = None,
-        encoder_features: torch.FloatTensor | None = None,
-        pronoun_spans: torch.LongTensor | None = None,
-        candidate_spans: torch.LongTensor | None = None,
-        link_pairs: torch.LongTensor | None = None,
-        link_labels: torch.LongTensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        mention_targets: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> PetraCoreferenceOutput:
-        r"""
-        Args:
-            input_ids, attention_mask, special_tokens_mask, encoder_features, token_type_ids:
-                As in [`PetraModel.forward`].
-            pronoun_spans (`torch.LongTensor` of shape `(batch_size, 2)`, *optional*):
-                Token span `[start, end)` of the pronoun of each document.
-            candidate_spans (`torch.LongTensor` of shape `(batch_size, num_candidates, 2)`, *optional*):
-                Token spans `[start, end)` of the candidate names (GAP: A and B); rows of `-1` are padding.
-                Given with `pronoun_spans`, the output has `candidate_scores`.
-            link_pairs (`torch.LongTensor` of shape `(batch_size, num_pairs, 2)`, *optional*):
-                Labelled token pairs `(t1, t2)`; order does not matter, `t1 != t2`. Rows of `-1` are padding.
-            link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
-                Kind of every pair: `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2), or `-100` for
-                padding. Given with `link_pairs`, the output has the training loss.
-            mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                0 outside every gold mention, 1 inside one, 2 on the first token of an entity's first mention, -100
-                where not scored (special tokens, padding): dense supervision of e_t and of the new-entity decision
-                for corpora that annotate every mention (CoNLL-2012, LitBank; `mention_detection_loss`). Adds
-                `mention_loss_weight * mention_loss` to the loss.
-        """
-        if kwargs:
-            raise TypeError(f"PetraForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
-        memory_output = self.petra(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            special_tokens_mask=special_tokens_mask,
-            encoder_features=encoder_features,
-            token_type_ids=token_type_ids,
-        )
-        link_log_probs = LinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
-        length = memory_output.entity_probs.shape[1]
-
-        candidate_scores = candidate_scores_if_asked(link_log_probs, pronoun_spans, candidate_spans, length)
-
-        loss = coref_loss = entity_loss = None
-        if (link_pairs is None) != (link_labels is None):
-            raise ValueError("Pass `link_pairs` and `link_labels` together to compute the loss.")
-        if link_labels is not None:
-            check_link_inputs(link_pairs, link_labels, length)
-            coref_loss = self._coref_loss(link_log_probs, link_pairs, link_labels)
-            entity_loss = self._entity_loss(memory_output.entity_probs, attention_mask, special_tokens_mask, link_pairs)
-            loss = coref_loss + self.config.entity_loss_weight * entity_loss
-        mention_loss = None
-        if mention_targets is not None:
-            mention_loss = mention_detection_loss(
-                memory_output.entity_probs, mention_targets, memory_output.overwrite_probs,
-                memory_output.coref_probs,
-            )
-            weighted = self.config.mention_loss_weight * mention_loss
-            loss = weighted if loss is None else loss + weighted
-
-        return PetraCoreferenceOutput(
-            loss=loss,
-            candidate_scores=candidate_scores,
-            entity_probs=memory_output.entity_probs,
-            overwrite_probs=memory_output.overwrite_probs,
-            coref_probs=memory_output.coref_probs,
-            usage=memory_output.usage,
-            memory=memory_output.memory,
-            coref_loss=coref_loss,
-            entity_loss=entity_loss,
-            mention_loss=mention_loss,
-        )
+    def _link_losses(
+        self, memory_output, link_log_probs, link_pairs, link_labels, input_ids, attention_mask, special_tokens_mask
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Section 2.5: `coref_loss + entity_loss_weight * entity_loss`."""
+        coref_loss = self._coref_loss(link_log_probs, link_pairs, link_labels)
+        entity_loss = self._entity_loss(memory_output.entity_probs, attention_mask, special_tokens_mask, link_pairs)
+        loss = coref_loss + self.config.entity_loss_weight * entity_loss
+        return loss, {"coref_loss": coref_loss, "entity_loss": entity_loss}
 
     def _coref_loss(
         self, link_log_probs: "LinkLogProbability", link_pairs: torch.LongTensor, link_labels: torch.LongTensor
@@ -805,11 +656,7 @@ class PetraForCoreference(PetraPreTrainedModel):
         `config.entity_loss_reduction="per_document"` averages each document, then the documents; `"per_token"`
         pools the unlabelled tokens of the whole batch (authors' code).
         """
-        unlabelled = torch.ones_like(entity_probs, dtype=torch.bool)
-        if attention_mask is not None:
-            unlabelled &= attention_mask.bool()
-        if special_tokens_mask is not None:
-            unlabelled &= ~special_tokens_mask.bool()
+        unlabelled = scored_tokens(entity_probs, attention_mask, special_tokens_mask)
         pair_tokens = link_pairs.flatten(1)
         # scatter_add (not scatter) so that padding rows, sent to token 0, cannot erase a real label at token 0.
         labelled = torch.zeros_like(entity_probs, dtype=torch.long)
@@ -859,31 +706,6 @@ def pair_coref_loss(log_prob: torch.Tensor, targets: torch.Tensor, kind: str = "
     return -torch.where(targets, log_prob, log_complement)
 
 
-class LinkLogProbability:
-    """Log of the coreference link probability of Eq. 9 for any set of token pairs.
-
-    log P(t1, t2) = logsumexp_i [ log(o+c)_{t1,i} + sum_{t1<j<=t2} log(1 - o_{j,i}) + log c_{t2,i} ]
-
-    The product over the tokens between the pair is a difference of one cumulative sum, so a pair costs O(N)
-    whatever its distance, and only the requested pairs are gathered (no B x T x T x N tensor).
-    """
-
-    def __init__(self, overwrite_probs: torch.Tensor, coref_probs: torch.Tensor):
-        self.log_write = torch.log((overwrite_probs + coref_probs).clamp_min(LOG_EPSILON))
-        self.log_coref = torch.log(coref_probs.clamp_min(LOG_EPSILON))
-        # float64 keeps the difference of two long cumulative sums exact enough for long documents.
-        log_keep = torch.log((1 - overwrite_probs).clamp_min(LOG_EPSILON)).double()
-        self.cumulative_log_keep = torch.cumsum(log_keep, dim=1)
-
-    def __call__(self, pairs: torch.LongTensor) -> torch.Tensor:
-        """Log link probability of `pairs` `(B, P, 2)` with `pairs[..., 0] < pairs[..., 1]`; returns `(B, P)`."""
-        first, second = pairs[..., 0], pairs[..., 1]
-        kept = gather_tokens(self.cumulative_log_keep, second) - gather_tokens(self.cumulative_log_keep, first)
-        per_cell = gather_tokens(self.log_write, first) + kept.to(self.log_write.dtype)
-        per_cell = per_cell + gather_tokens(self.log_coref, second)
-        return torch.logsumexp(per_cell, dim=-1)
-
-
 def _transformer_layers(encoder: nn.Module, num_layers: int) -> nn.ModuleList:
     """The encoder's stack of transformer layers (BERT's `encoder.layer`): its ModuleList of `num_layers` blocks."""
     for module in encoder.modules():
@@ -893,11 +715,6 @@ def _transformer_layers(encoder: nn.Module, num_layers: int) -> nn.ModuleList:
         f"Cannot find the {num_layers} transformer layers of the {type(encoder).__name__} encoder to fine-tune the "
         "top ones; set trainable_encoder_layers=None to fine-tune the whole encoder."
     )
-
-
-def _check_same_shape(tensor: torch.Tensor, reference: torch.Tensor, name: str, reference_name: str) -> None:
-    if tuple(tensor.shape) != tuple(reference.shape[:2]):
-        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but {reference_name} has {tuple(reference.shape[:2])}.")
 
 
 __all__ = [

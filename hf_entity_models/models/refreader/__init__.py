@@ -1,29 +1,7 @@
 """The Referential Reader: a recurrent entity network for anaphora resolution (Liu, Zettlemoyer and Eisenstein, 2019)."""
 
+from . import modeling_refreader
 from .configuration_refreader import RefReaderConfig
-from .modeling_refreader import (
-    RefReaderCausalLMOutput,
-    RefReaderCoreferenceOutput,
-    RefReaderForCausalLM,
-    RefReaderForCoreference,
-    RefReaderLinkLogProbability,
-    RefReaderModel,
-    RefReaderModelOutput,
-    RefReaderPreTrainedModel,
-    all_pairs_coreference_loss,
-    next_token_loss,
-)
+from .modeling_refreader import *  # noqa: F403  (the names of modeling_refreader.__all__)
 
-__all__ = [
-    "RefReaderCausalLMOutput",
-    "RefReaderConfig",
-    "RefReaderCoreferenceOutput",
-    "RefReaderForCausalLM",
-    "RefReaderForCoreference",
-    "RefReaderLinkLogProbability",
-    "RefReaderModel",
-    "RefReaderModelOutput",
-    "RefReaderPreTrainedModel",
-    "all_pairs_coreference_loss",
-    "next_token_loss",
-]
+__all__ = ["RefReaderConfig", *modeling_refreader.__all__]

@@ -26,16 +26,12 @@ from hf_entity_models.models._shared.coreference_links import (
     LINK_SELF,
     LOG_EPSILON,
     active_documents_per_step,
-    candidate_scores_if_asked,
-    check_link_inputs,
-    mention_detection_loss,
-    encode_in_windows,
     gather_tokens,
     packed_positions,
     unpack_steps,
 )
-from hf_entity_models.models._shared.encoders import copy_encoder_weights, load_pretrained_encoder
-from hf_entity_models.models._shared.checkpoints import CheckpointMixin
+from hf_entity_models.models._shared.memory_models import MemoryCoreferenceMixin, MemoryPreTrainedMixin
+from hf_entity_models.models._shared.memory_models import check_same_shape, checked_attention_mask, scored_tokens
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
 
 from .configuration_refreader import ENCODER_KEY_SIZE, RefReaderConfig
@@ -144,12 +140,10 @@ class RefReaderCausalLMOutput(ModelOutput):
     salience: torch.FloatTensor | None = None
 
 
-class RefReaderPreTrainedModel(CheckpointMixin, PreTrainedModel):
+class RefReaderPreTrainedModel(MemoryPreTrainedMixin, PreTrainedModel):
     config: RefReaderConfig
     config_class = RefReaderConfig
     base_model_prefix = "refreader"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -167,10 +161,19 @@ class RefReaderPreTrainedModel(CheckpointMixin, PreTrainedModel):
             init.zeros_(module.query_bias)
 
     def _after_loading(self) -> None:
-        # Loading replaces the parameters, which drops the requires_grad=False set in __init__.
-        for module in self.modules():
-            if isinstance(module, RefReaderModel):
-                module.freeze_fixed_parts()
+        self.base_model.freeze_fixed_parts()  # loading replaces the parameters that __init__ froze
+
+    def get_encoder_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.FloatTensor:
+        """As `MemoryPreTrainedMixin.get_encoder_features`; a left-padded document is encoded without its padding."""
+        if self.base_model.encoder is None:
+            raise ValueError("This reader is purely incremental (no encoder); it reads input_ids through embeddings.")
+        order = None if attention_mask is None else real_tokens_first(attention_mask)
+        if order is None:
+            return super().get_encoder_features(input_ids, attention_mask)
+        features = super().get_encoder_features(input_ids.gather(1, order), attention_mask.gather(1, order))
+        return _gather_steps(features, order.argsort(dim=1))
 
 
 class RefReaderModel(RefReaderPreTrainedModel):
@@ -269,51 +272,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
         with torch.no_grad():
             self.embeddings.weight.copy_(vectors.to(self.embeddings.weight))
 
-    def set_gumbel_temperature(self, temperature: float) -> None:
-        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
-        if not temperature > 0:
-            raise ValueError(f"The Gumbel temperature must be > 0, got {temperature}.")
-        self.gumbel_temperature = float(temperature)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        if self.encoder is not None:
-            # A frozen encoder is a fixed feature extractor: no dropout inside it, so cached features match.
-            self.encoder.eval()
-        return self
-
     # ----------------------------------------------------------------------------------------------- inputs
-    def get_encoder_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.FloatTensor:
-        """Concatenate the configured encoder layers for every token: `(B, T, input_feature_size)`.
-
-        Documents longer than the encoder window are encoded on their own in overlapping windows; padding gets 0.
-        The real tokens of a left-padded document are encoded as they are without the padding (same positions).
-        """
-        if self.encoder is None:
-            raise ValueError("This reader is purely incremental (no encoder); it reads input_ids through embeddings.")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        # Left padding or gaps: encode the real tokens as one contiguous text, as the reader reads them.
-        order = real_tokens_first(attention_mask)
-        if order is not None:
-            input_ids, attention_mask = input_ids.gather(1, order), attention_mask.gather(1, order)
-        with torch.no_grad():
-            features = encode_in_windows(
-                self._encode_window,
-                input_ids,
-                attention_mask,
-                self.config.max_encoder_window,
-                self.config.effective_window_overlap,
-            )
-        features = torch.where(attention_mask.bool().unsqueeze(-1), features, torch.zeros_like(features))
-        return features if order is None else _gather_steps(features, order.argsort(dim=1))
-
-    def _encode_window(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> torch.FloatTensor:
-        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        return torch.cat([outputs.hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
-
     def _resolve_inputs(
         self,
         input_ids: torch.LongTensor | None,
@@ -325,41 +284,17 @@ class RefReaderModel(RefReaderPreTrainedModel):
         Returns the inputs `(B, T, D_x)`, the attention mask in that order, and the per-document order used (None
         when every document already starts with its real tokens, i.e. no padding or right padding).
         """
-        if encoder_features is not None:
-            if self.encoder is None:
-                raise ValueError("encoder_features were given, but this reader is purely incremental: pass input_ids.")
-            if input_ids is not None:
-                raise ValueError("Pass either `input_ids` or `encoder_features` (cached encoder output), not both.")
-            size = self.config.input_feature_size
-            if encoder_features.dim() != 3 or encoder_features.shape[-1] != size:
-                raise ValueError(
-                    f"encoder_features must have shape (batch, tokens, {size}), got {tuple(encoder_features.shape)}; "
-                    "compute them with `model.get_encoder_features(input_ids, attention_mask)`."
-                )
-            reference = encoder_features[..., 0]
-        else:
-            if input_ids is None:
-                raise ValueError("Pass `input_ids` (or cached `encoder_features` with an encoder).")
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}.")
-            vocab_size = self.config.encoder_config.vocab_size if self.encoder is not None else self.config.vocab_size
-            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab_size):
-                raise ValueError(
-                    f"input_ids must lie in [0, {vocab_size}) (the vocabulary), got values in "
-                    f"[{int(input_ids.min())}, {int(input_ids.max())}]; use the model's own tokenizer."
-                )
-            reference = input_ids
-        if 0 in reference.shape[:2]:
-            raise ValueError(
-                f"The input has shape {tuple(reference.shape[:2])} (documents, tokens): the reader needs a batch of at "
-                "least one document of at least one token; skip empty texts before calling the model."
-            )
-        if attention_mask is None:
-            attention_mask = torch.ones(reference.shape, dtype=torch.long, device=reference.device)
-        if tuple(attention_mask.shape) != tuple(reference.shape[:2]):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has {tuple(reference.shape[:2])}."
-            )
+        if encoder_features is not None and self.encoder is None:
+            raise ValueError("encoder_features were given, but this reader is purely incremental: pass input_ids.")
+        if encoder_features is not None and input_ids is not None:
+            raise ValueError("Pass either `input_ids` or `encoder_features` (cached encoder output), not both.")
+        if encoder_features is None and input_ids is None:
+            raise ValueError("Pass `input_ids` (or cached `encoder_features` with an encoder).")
+        config = self.config
+        vocab_size = config.encoder_config.vocab_size if self.encoder is not None else config.vocab_size
+        attention_mask = checked_attention_mask(
+            input_ids, attention_mask, encoder_features, config.input_feature_size, vocab_size
+        )
         # Masked steps are no-ops (left padding, or gaps that generate() leaves after right padding): the reader
         # reads each document's real tokens as one contiguous, right-padded sequence. With an encoder this also
         # gives it the positions the unpadded text has.
@@ -402,18 +337,11 @@ class RefReaderModel(RefReaderPreTrainedModel):
             token_type_ids (`torch.LongTensor`, *optional*):
                 Accepted so that tokenizer outputs can be passed as they are; must be all zeros (one text segment).
         """
-        if kwargs:
-            raise TypeError(f"RefReaderModel.forward got unexpected arguments: {sorted(kwargs)}.")
-        if token_type_ids is not None and bool((token_type_ids != 0).any()):
-            raise ValueError("token_type_ids must be all zeros: the reader reads a single text segment.")
+        self._check_arguments(kwargs, token_type_ids)
         inputs, attention_mask, order = self._resolve_inputs(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
-            if tuple(special_tokens_mask.shape) != tuple(attention_mask.shape):
-                raise ValueError(
-                    f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)} but attention_mask has "
-                    f"{tuple(attention_mask.shape)}."
-                )
+            check_same_shape(special_tokens_mask, attention_mask, "special_tokens_mask", "attention_mask")
             if order is not None:
                 special_tokens_mask = special_tokens_mask.gather(1, order)
             token_mask = token_mask & ~special_tokens_mask.bool()
@@ -745,7 +673,7 @@ class RefReaderLinkLogProbability:
 
 
 # ---------------------------------------------------------------------------------------------------- heads
-class RefReaderForCoreference(RefReaderPreTrainedModel):
+class RefReaderForCoreference(MemoryCoreferenceMixin, RefReaderPreTrainedModel):
     """
     The Referential Reader with the all-pairs coreference loss of section 2.4 (optionally plus the LM loss) and the
     span link probabilities used on GAP (section 3).
@@ -764,12 +692,17 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
     ... )
     >>> out.candidate_scores.shape
     torch.Size([1, 2])
+    >>> model = RefReaderForCoreference.from_encoder("bert-base-cased")  # "coref + BERT", key size 32  # doctest: +SKIP
 
     ```
     """
 
     # GAP token pairs this model is trained on (see `tasks.coreference.build_link_pairs`).
     gap_link_scheme = "refreader"
+    _output_class = RefReaderCoreferenceOutput
+    _link_log_probability_class = RefReaderLinkLogProbability
+    _mention_loss_reduction = "sum_per_document"  # the link loss is summed over each document's pairs
+    _encoder_config_defaults = {"key_size": ENCODER_KEY_SIZE}
 
     def __init__(self, config: RefReaderConfig):
         super().__init__(config)
@@ -781,124 +714,21 @@ class RefReaderForCoreference(RefReaderPreTrainedModel):
             self._tied_weights_keys = {"lm_head.weight": "refreader.embeddings.weight"}
         self.post_init()
 
-    @classmethod
-    def from_encoder(cls, encoder_name_or_path: str, **config_overrides) -> "RefReaderForCoreference":
-        """Build a fresh reader on the features of a pretrained, frozen encoder (the paper's "coref + BERT").
-
-        The key size defaults to 32, the paper's value with BERT.
-
-        Example:
-
-        ```python
-        >>> model = RefReaderForCoreference.from_encoder("bert-base-cased")  # doctest: +SKIP
-
-        ```
-        """
-        encoder = load_pretrained_encoder(encoder_name_or_path)
-        config_overrides.setdefault("key_size", ENCODER_KEY_SIZE)
-        config = RefReaderConfig(encoder_config=encoder.config.to_dict(), **config_overrides)
-        model = cls(config)
-        copy_encoder_weights(model.refreader.encoder, encoder, encoder_name_or_path)
-        model.config.name_or_path = str(encoder_name_or_path)
-        return model
-
     def get_output_embeddings(self) -> nn.Linear | None:
         return self.lm_head
 
-    def set_gumbel_temperature(self, temperature: float) -> None:
-        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
-        self.refreader.set_gumbel_temperature(temperature)
-
-    def get_encoder_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.FloatTensor:
-        """See [`RefReaderModel.get_encoder_features`]."""
-        return self.refreader.get_encoder_features(input_ids, attention_mask)
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        special_tokens_mask: torch.Tensor | None = None,
-        encoder_features: torch.FloatTensor | None = None,
-        pronoun_spans: torch.LongTensor | None = None,
-        candidate_spans: torch.LongTensor | None = None,
-        link_pairs: torch.LongTensor | None = None,
-        link_labels: torch.LongTensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        mention_targets: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> RefReaderCoreferenceOutput:
-        r"""
-        Args:
-            input_ids, attention_mask, special_tokens_mask, encoder_features, token_type_ids:
-                As in [`RefReaderModel.forward`].
-            pronoun_spans (`torch.LongTensor` of shape `(batch_size, 2)`, *optional*):
-                Token span `[start, end)` of the pronoun of each document.
-            candidate_spans (`torch.LongTensor` of shape `(batch_size, num_candidates, 2)`, *optional*):
-                Token spans of the candidate names; rows of `-1` are padding. With `pronoun_spans`, the output has
-                `candidate_scores`.
-            link_pairs (`torch.LongTensor` of shape `(batch_size, num_pairs, 2)`, *optional*):
-                Labelled token pairs; order inside a pair does not matter. Rows of `-1` are padding.
-            link_labels (`torch.LongTensor` of shape `(batch_size, num_pairs)`, *optional*):
-                `LINK_NEGATIVE` (0), `LINK_POSITIVE` (1), `LINK_SELF` (2) or `-100` (padding). Every other pair of
-                real, non-special tokens is a negative of weight `other_pair_weight` (section 2.4 sums over all pairs).
-
-            mention_targets (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-                0 outside every gold mention, 1 inside one, 2 on the first token of an entity's first mention, -100
-                where not scored: dense supervision of the entity gate and of the overwrite-or-update decision
-                (CoNLL-2012, LitBank; `mention_detection_loss`), summed over each document's tokens like the link
-                loss. Adds `mention_loss_weight * mention_loss` to the loss.
-        """
-        if kwargs:
-            raise TypeError(f"RefReaderForCoreference.forward got unexpected arguments: {sorted(kwargs)}.")
-        memory_output = self.refreader(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            special_tokens_mask=special_tokens_mask,
-            encoder_features=encoder_features,
-            token_type_ids=token_type_ids,
-        )
-        link_log_probs = RefReaderLinkLogProbability(memory_output.overwrite_probs, memory_output.coref_probs)
-        length = memory_output.entity_probs.shape[1]
-
-        candidate_scores = candidate_scores_if_asked(link_log_probs, pronoun_spans, candidate_spans, length)
-
-        loss = coref_loss = lm_loss = None
-        if (link_pairs is None) != (link_labels is None):
-            raise ValueError("Pass `link_pairs` and `link_labels` together to compute the loss.")
-        if link_labels is not None:
-            check_link_inputs(link_pairs, link_labels, length)
-            pair_mask = _scored_tokens(memory_output.entity_probs, attention_mask, special_tokens_mask)
-            coref_loss = all_pairs_coreference_loss(
-                link_log_probs.all_pairs(), pair_mask, link_pairs, link_labels, self.config
-            )
-            loss = coref_loss
-            if self.lm_head is not None and input_ids is not None:
-                lm_loss = next_token_loss(self.lm_head(memory_output.last_hidden_state), input_ids, attention_mask)
-                loss = coref_loss + self.config.lm_loss_weight * lm_loss
-        mention_loss = None
-        if mention_targets is not None:
-            mention_loss = mention_detection_loss(
-                memory_output.entity_probs, mention_targets, memory_output.overwrite_probs,
-                memory_output.coref_probs, "sum_per_document",
-            )
-            weighted = self.config.mention_loss_weight * mention_loss
-            loss = weighted if loss is None else loss + weighted
-
-        return RefReaderCoreferenceOutput(
-            loss=loss,
-            candidate_scores=candidate_scores,
-            entity_probs=memory_output.entity_probs,
-            reference_probs=memory_output.reference_probs,
-            overwrite_probs=memory_output.overwrite_probs,
-            coref_probs=memory_output.coref_probs,
-            salience=memory_output.salience,
-            memory_gate=memory_output.memory_gate,
-            coref_loss=coref_loss,
-            lm_loss=lm_loss,
-            mention_loss=mention_loss,
-        )
+    def _link_losses(
+        self, memory_output, link_log_probs, link_pairs, link_labels, input_ids, attention_mask, special_tokens_mask
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Section 2.4: the all-pairs `coref_loss` (every other pair of real, non-special tokens is a negative of
+        weight `other_pair_weight`), plus `lm_loss_weight * lm_loss` with an LM head."""
+        pair_mask = scored_tokens(memory_output.entity_probs, attention_mask, special_tokens_mask)
+        all_pairs = link_log_probs.all_pairs()
+        coref_loss = all_pairs_coreference_loss(all_pairs, pair_mask, link_pairs, link_labels, self.config)
+        if self.lm_head is None or input_ids is None:
+            return coref_loss, {"coref_loss": coref_loss}
+        lm_loss = next_token_loss(self.lm_head(memory_output.last_hidden_state), input_ids, attention_mask)
+        return coref_loss + self.config.lm_loss_weight * lm_loss, {"coref_loss": coref_loss, "lm_loss": lm_loss}
 
 
 class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
@@ -939,10 +769,6 @@ class RefReaderForCausalLM(RefReaderPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
-
-    def set_gumbel_temperature(self, temperature: float) -> None:
-        """Set the temperature of the training-time Gumbel-softmax (see `GumbelTemperatureCallback`)."""
-        self.refreader.set_gumbel_temperature(temperature)
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
@@ -1095,17 +921,6 @@ def next_token_targets(labels: torch.LongTensor, attention_mask: torch.Tensor | 
     order = torch.argsort((~mask).to(torch.uint8), dim=1, stable=True)
     shifted = torch.cat([labels.gather(1, order)[:, 1:], ignore], dim=1)
     return torch.full_like(labels, IGNORE_INDEX).scatter(1, order, shifted)
-
-
-def _scored_tokens(
-    entity_probs: torch.Tensor, attention_mask: torch.Tensor | None, special_tokens_mask: torch.Tensor | None
-) -> torch.Tensor:
-    scored = torch.ones_like(entity_probs, dtype=torch.bool)
-    if attention_mask is not None:
-        scored &= attention_mask.bool()
-    if special_tokens_mask is not None:
-        scored &= ~special_tokens_mask.bool()
-    return scored
 
 
 __all__ = [
