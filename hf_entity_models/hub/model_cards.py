@@ -21,13 +21,14 @@ from transformers import PreTrainedConfig
 class ModelCardSpec:
     """What the model card of one model says that the generic card code cannot know.
 
-    A model class sets it as `_model_card_spec`; `EntityHubMixin.create_model_card` writes everything else (Hub
-    metadata, data, results, decision threshold, how to load the checkpoint with and without the package). The
-    code files listed in the card are found from the model class's module and its relative imports.
+    `hub/cards/` holds one per `model_type`; `CHECKPOINT_WRITER.create_model_card` (`hub/checkpoint_writer.py`)
+    writes everything else (Hub metadata, data, results, decision threshold, how to load the checkpoint with and
+    without the package). The code files listed in the card are those the checkpoint ships.
 
     Attributes:
         tags: Hub tags of every checkpoint of the model, after `"hf-entity-models"`, e.g. `("my-model", "coreference")`.
-        pipeline_tag: Hub pipeline tag of the model's checkpoints, e.g. `"token-classification"`.
+        pipeline_tag: Hub pipeline tag of the model's checkpoints, e.g. `"text-generation"`; None for a model whose
+            task the Hub has no pipeline for (the card's usage section names the pipeline to use instead).
         citation: BibTeX entry of the paper.
         overview: `(config, class_name) -> str`: the paragraph under the card's title (what the model is and what
             this class returns).
@@ -49,7 +50,7 @@ class ModelCardSpec:
     ```python
     >>> spec = ModelCardSpec(
     ...     tags=("my-model", "coreference"),
-    ...     pipeline_tag="token-classification",
+    ...     pipeline_tag=None,
     ...     citation="@inproceedings{me2024model, title = {My Model}}",
     ...     overview=lambda config, class_name: f"A `{class_name}` checkpoint.",
     ...     config_rows=lambda config, class_name: [("Hidden size", str(config.hidden_size))],
@@ -63,7 +64,7 @@ class ModelCardSpec:
     """
 
     tags: tuple[str, ...]
-    pipeline_tag: str
+    pipeline_tag: str | None
     citation: str
     overview: Callable[[Any, str], str]
     config_rows: Callable[[Any, str], list[tuple[str, str]]]
@@ -85,13 +86,18 @@ _DATASET_NAMES = {"gap": "GAP", "squad": "SQuAD 1.1", "squad_v2": "SQuAD 2.0"}
 # How the scores of a dataset are computed, after the results table.
 _DATASET_RESULT_NOTES = {
     "gap": (
-        "GAP scores are computed by the official rule (two binary decisions per row, A and B); bias is F1 feminine "
-        "/ F1 masculine (1.0 is balanced)."
+        "GAP scores are computed by the official rule (two binary decisions per row, A and B), as fractions from 0 "
+        "to 1; bias is F1 feminine / F1 masculine (1.0 is balanced). Read F1 against the all-positive baseline, "
+        "the F1 of linking every candidate on the same rows (0.603 on the whole GAP validation split): a model "
+        "near it has not learned to tell the names apart."
     ),
-    "squad": "SQuAD scores are the official exact match and token F1 (normalised answers, best over gold answers).",
+    "squad": (
+        "SQuAD scores are the official exact match and token F1 (normalised answers, best over gold answers), as "
+        "percentages from 0 to 100."
+    ),
     "squad_v2": (
         "SQuAD 2.0 scores are the official exact match and F1, unanswerable questions included (answering \"\" is "
-        "correct for them)."
+        "correct for them), as percentages from 0 to 100."
     ),
 }
 _METRIC_NAMES = {
@@ -101,7 +107,14 @@ _METRIC_NAMES = {
     "masculine_f1": "F1 (masculine)",
     "feminine_f1": "F1 (feminine)",
     "bias": "Bias (F1 feminine / F1 masculine)",
+    "all_positive_f1": "F1 of linking every candidate (all-positive baseline)",
 }
+# The scale each recorded metric is on, for the results table: the official scorers differ (GAP's gives fractions,
+# SQuAD's and the CoNLL-2012 scorer percentages), and the recorded values keep each scorer's own scale.
+_FRACTION_METRICS = {"f1", "precision", "recall", "masculine_f1", "feminine_f1", "all_positive_f1"}
+_PERCENT_DATASETS = {"squad", "squad_v2"}
+_PERCENT_METRICS = {"conll_f1", "gold_conll_f1", "mention_f1", "answered_percent"}
+_RATIO_METRICS = {"bias"}
 _DATASET_DESCRIPTIONS = {
     "squad": (
         "[SQuAD 1.1](https://rajpurkar.github.io/SQuAD-explorer/) (Rajpurkar et al., 2016): questions on Wikipedia "
@@ -197,11 +210,11 @@ how well it works: evaluate it before use.
 ## Results
 
 {% if results -%}
-| Task | Dataset | Split | Metric | Value | Threshold |
-|---|---|---|---|---|---|
+| Task | Dataset | Split | Metric | Value | Threshold | Scale |
+|---|---|---|---|---|---|---|
 {% for row in results -%}
 | {{ row.task }} | {{ row.dataset }} | {{ row.split }} | {{ row.metric }} | {{ "%.4f" | format(row.value) }} | \
-{{ row.threshold }} |
+{{ row.threshold }} | {{ row.scale }} |
 {% endfor %}
 Scores come from `config.evaluation_results`, recorded when the model was evaluated.{% for note in result_notes %} \
 {{ note }}{% endfor %} A score measured on the split a threshold was chosen on is optimistic.
@@ -236,7 +249,12 @@ pipe = pipeline(model="{{ location }}", trust_remote_code=True)  # the pipeline 
 {% endfor -%}
 {% endif -%}
 ```
-{% if usage_note %}
+{% if pipeline_examples and pipeline_tasks %}
+Give `pipeline` no task name there: transformers reads the task the checkpoint declares ({{ pipeline_tasks }}) from \
+`config.json` and runs the pipeline code saved with the model. The package's task names (e.g. \
+`pipeline("coreference", ...)`) exist only where `hf-entity-models` is imported; without it transformers answers \
+`KeyError: Unknown task`.
+{% endif %}{% if usage_note %}
 {{ usage_note }}
 {% endif %}
 ## Limitations
@@ -300,6 +318,7 @@ def model_card(
         location=model_location,
         class_name=class_name,
         pipeline_examples=list(spec.pipeline_examples) if pipelines else [],
+        pipeline_tasks=", ".join(f"`{task}`" for task in pipelines),
         usage_note=spec.usage_note,
         limitations=[
             *spec.limitations(config, datasets),
@@ -333,4 +352,17 @@ def _result_row(result: dict[str, Any]) -> dict[str, Any]:
         "metric": result.get("metric_name") or _METRIC_NAMES.get(result["metric"], result["metric"]),
         "value": result["value"],
         "threshold": f"{result['threshold']:g}" if "threshold" in result else "-",
+        "scale": _scale(result),
     }
+
+
+def _scale(result: dict[str, Any]) -> str:
+    """The scale of a recorded value, as the results table states it ("-" where it has none, e.g. perplexity)."""
+    metric = result["metric"]
+    if metric in _RATIO_METRICS:
+        return "ratio"
+    if result["dataset"] in _PERCENT_DATASETS or metric in _PERCENT_METRICS:
+        return "0-100"
+    if metric in _FRACTION_METRICS:
+        return "0-1"
+    return "-"

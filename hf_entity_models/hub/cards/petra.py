@@ -9,10 +9,13 @@ from transformers import PreTrainedModel
 from ..model_cards import ModelCardSpec, encoder_summary
 
 from ...models.petra.configuration_petra import PetraConfig
-
-# The coreference example of the usage section: a pronoun and two candidate names, as character offsets.
-_EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."
-_EXAMPLE_QUERY = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"
+from .coreference import (
+    COREFERENCE_PIPELINE_TAG,
+    USAGE_NOTE,
+    coreference_usage_with_package,
+    pipeline_examples,
+    whole_document_limitations,
+)
 
 _CITATION = """@inproceedings{toshniwal2020petra,
   title = {PeTra: A Sparsely Supervised Memory Model for People Tracking},
@@ -70,25 +73,12 @@ def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
         "published by the authors (data/num_people.tsv in github.com/shtoshni92/petra) and can be read with "
         "`hf_entity_models.tasks.coreference.metrics.read_people_counts`.",
     ]
-    if config.new_entity_threshold is not None:  # chosen by train_on_conll: trained on whole documents
-        limits.append(
-            "Trained on whole documents (CoNLL-2012 files such as LitBank), clusters are limited mostly by mention "
-            "detection: on held-out LitBank books this model family scores below a rule baseline with its own mentions "
-            "(the package's benchmarks/RESULTS.md, \"Coreference on whole documents\")."
-        )
-    return limits
+    return limits + whole_document_limitations(config)
 
 
 def _usage_with_package(class_name: str, location: str) -> str:
     if class_name == "PetraForCoreference":
-        return (
-            "```python\n"
-            "import hf_entity_models  # registers PeTra with the Auto classes and pipeline(\"coreference\")\n"
-            "from transformers import pipeline\n\n"
-            f"pipe = pipeline(\"coreference\", model=\"{location}\")\n"
-            f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})\n"
-            f"model = hf_entity_models.AutoModelForCoreference.from_pretrained(\"{location}\")\n```\n"
-        )
+        return coreference_usage_with_package(location, "PeTra")
     return (
         "```python\nimport hf_entity_models\nfrom transformers import AutoModel\n\n"
         f"model = AutoModel.from_pretrained(\"{location}\")  # {class_name}\n```\n"
@@ -105,23 +95,14 @@ def _frozen_parameter_count(model: PreTrainedModel) -> int:
 
 PETRA_MODEL_CARD = ModelCardSpec(
     tags=("petra", "coreference", "entity-tracking"),
-    # The Hub has no coreference pipeline tag; its task taxonomy files coreference resolution under
-    # token-classification, and PeTra's outputs are per-token decisions (entity, overwrite, coref) from which span
-    # links are derived.
-    pipeline_tag="token-classification",
+    pipeline_tag=COREFERENCE_PIPELINE_TAG,
     citation=_CITATION,
     overview=_overview,
     config_rows=_config_rows,
     limitations=_limitations,
     usage_with_package=_usage_with_package,
-    pipeline_examples=(
-        f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})",
-        f"pipe(\"{_EXAMPLE_TEXT}\")  # clusters: the people the memory tracked, with character offsets",
-    ),
-    usage_note=(
-        "Character offsets in queries and answers index the input string; long documents are read whole (the "
-        "encoder sees overlapping windows), nothing is truncated."
-    ),
+    pipeline_examples=pipeline_examples("people"),
+    usage_note=USAGE_NOTE,
     training_note=(
         "The hf-entity-models recipe (`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP-format rows "
         "and chooses the decision threshold on the validation rows the results above were measured on (GAP "

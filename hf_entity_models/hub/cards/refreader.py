@@ -10,9 +10,13 @@ from transformers import PreTrainedModel
 from ..model_cards import ModelCardSpec, encoder_summary
 
 from ...models.refreader.configuration_refreader import RefReaderConfig
-
-_EXAMPLE_TEXT = "Zoe met Maggie in Paris. She was happy."
-_EXAMPLE_QUERY = "pronoun=(25, 28), candidates=[(0, 3), (8, 14)]"
+from .coreference import (
+    COREFERENCE_PIPELINE_TAG,
+    USAGE_NOTE,
+    coreference_usage_with_package,
+    pipeline_examples,
+    whole_document_limitations,
+)
 
 _CITATION = """@inproceedings{liu2019referential,
   title = {The Referential Reader: A Recurrent Entity Network for Anaphora Resolution},
@@ -82,25 +86,12 @@ def _limitations(config: RefReaderConfig, datasets: list[str]) -> list[str]:
     ]
     if config.uses_encoder:
         limits.append("With encoder features the reader is not purely incremental: the encoder sees the whole text.")
-    if config.new_entity_threshold is not None:  # chosen by train_on_conll: trained on whole documents
-        limits.append(
-            "Trained on whole documents (CoNLL-2012 files such as LitBank), clusters are limited mostly by mention "
-            "detection: on held-out LitBank books this model family scores below a rule baseline with its own mentions "
-            "(the package's benchmarks/RESULTS.md, \"Coreference on whole documents\")."
-        )
-    return limits
+    return limits + whole_document_limitations(config)
 
 
 def _usage_with_package(class_name: str, location: str) -> str:
     if class_name == "RefReaderForCoreference":
-        return (
-            "```python\n"
-            "import hf_entity_models  # registers the reader with the Auto classes and pipeline(\"coreference\")\n"
-            "from transformers import pipeline\n\n"
-            f"pipe = pipeline(\"coreference\", model=\"{location}\")\n"
-            f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})\n"
-            f"model = hf_entity_models.AutoModelForCoreference.from_pretrained(\"{location}\")\n```\n"
-        )
+        return coreference_usage_with_package(location, "the reader")
     if class_name == "RefReaderForCausalLM":
         return (
             "```python\nimport hf_entity_models\nfrom transformers import AutoModelForCausalLM\n\n"
@@ -124,21 +115,14 @@ def _frozen_parameter_count(model: PreTrainedModel) -> int:
 
 REFREADER_MODEL_CARD = ModelCardSpec(
     tags=("refreader", "coreference", "entity-tracking"),
-    # The Hub has no coreference pipeline tag; its taxonomy files coreference resolution under token-classification.
-    pipeline_tag="token-classification",
+    pipeline_tag=COREFERENCE_PIPELINE_TAG,
     citation=_CITATION,
     overview=_overview,
     config_rows=_config_rows,
     limitations=_limitations,
     usage_with_package=_usage_with_package,
-    pipeline_examples=(
-        f"pipe(\"{_EXAMPLE_TEXT}\", {_EXAMPLE_QUERY})",
-        f"pipe(\"{_EXAMPLE_TEXT}\")  # clusters: the entities the memory tracked, with character offsets",
-    ),
-    usage_note=(
-        "Character offsets in queries and answers index the input string; long documents are read whole, nothing "
-        "is truncated."
-    ),
+    pipeline_examples=pipeline_examples("entities"),
+    usage_note=USAGE_NOTE,
     training_note=(
         "The hf-entity-models recipe (`hf_entity_models.tasks.coreference.train_on_gap`) trains on GAP-format rows "
         "with the authors' optimiser settings (Adam at 1e-3, constant learning rate, no gradient clipping, Gumbel "

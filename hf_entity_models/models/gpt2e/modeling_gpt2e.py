@@ -96,9 +96,11 @@ GPT2EModelOutput = _output_class(
             `output.cache` and `output.past_key_values` read it on every supported version.
         entity_states (`torch.FloatTensor` of shape `(batch_size, max_entities + 1, n_embd)`):
             The entity representations after this input; the entities not mentioned in it are unchanged. Every
-            entity mentioned holds its memory state after its last mention (`entity_state="memory"`, with its
-            gradient) or the last hidden state of the last token of its last mention (`"paper"`, detached). Pass
-            them with the next window.
+            entity mentioned holds its memory state after its last mention (`entity_state="memory"`) or the last
+            hidden state of the last token of its last mention (`"paper"`). Pass them with the next window. They
+            are detached from the autograd graph (a training loop that carries them on back-propagates each
+            window on its own), unless `forward(..., keep_entity_state_graph=True)` asks for the memory's states
+            with their graph (back-propagation through several windows).
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The embeddings and the output of every block, when `output_hidden_states=True`.
     """,
@@ -395,6 +397,8 @@ class GPT2EPreTrainedModel(CheckpointMixin, PreTrainedModel):
     _supports_sdpa = True
     # GPT-2 checkpoints of older transformers versions store the causal mask as a buffer.
     _keys_to_ignore_on_load_unexpected = [r"attn\.bias$", r"attn\.masked_bias$"]
+    # A GPT2E starts from a GPT-2 checkpoint (its entity modules new, the rest loaded).
+    _compatible_model_types = ("gpt2",)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -463,6 +467,7 @@ class GPT2EModel(GPT2EPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         past_key_values: Cache | None = None,
+        keep_entity_state_graph: bool = False,
         **kwargs,
     ) -> GPT2EModelOutput | tuple:
         r"""
@@ -485,6 +490,13 @@ class GPT2EModel(GPT2EPreTrainedModel):
             past_key_values (`DynamicCache`, *optional*):
                 The same cache under its name before transformers 5.24 (what `generate` passes there); give one of
                 the two.
+            keep_entity_state_graph (`bool`, *optional*, defaults to `False`):
+                Return the memory's `entity_states` with their autograd graph, for truncated back-propagation
+                through time: the loss of the next window (which reads them) then back-propagates into this one, so
+                call `backward()` once on the summed losses of the windows you chain, and detach the states to
+                start a new chain. By default they come back detached, so a loop that calls `backward()` once per
+                window and passes the states on works. The paper's design (`entity_state="paper"`) always returns
+                them detached (its store is updated between steps, not through them).
             position_ids, inputs_embeds, use_cache, output_hidden_states, return_dict:
                 As in `GPT2Model`.
         """
@@ -539,9 +551,12 @@ class GPT2EModel(GPT2EPreTrainedModel):
             all_hidden_states = all_hidden_states[:-1] + (hidden_states,)
 
         if self.entity_memory is not None:
-            # Each entity's state after its last mention, with its gradient: a training loop may carry it into the
-            # next window and back-propagate through both (the document store detaches it).
+            # Each entity's state after its last mention. Detached unless asked: a loop that passes the states to the
+            # next window and calls backward() once per window would otherwise back-propagate into the previous
+            # window's freed graph ("Trying to backward through the graph a second time").
             new_entity_states = update_entity_states(entity_states, entity_ids, per_token_states, token_mask)
+            if not keep_entity_state_graph:
+                new_entity_states = new_entity_states.detach()
         else:
             new_entity_states = update_entity_states(entity_states, entity_ids, hidden_states.detach(), token_mask)
         output = GPT2EModelOutput(
@@ -632,6 +647,10 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
     weights) and reads and updates them itself, so the stock `Trainer` trains with the entities carried from window to window. The
     store starts a document afresh (`initial_entity_states`) at its window 0.
 
+    A hand-written loop may pass `entity_states` itself: they come back detached, so each window's `backward()`
+    stays within that window. To back-propagate through several windows (truncated back-propagation through
+    time), pass `keep_entity_state_graph=True` and call `backward()` once on the chained windows' summed loss.
+
     Example:
 
     ```python
@@ -687,6 +706,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
         past_key_values: Cache | None = None,
+        keep_entity_state_graph: bool = False,
         **kwargs,
     ) -> GPT2ECausalLMOutput | tuple:
         r"""
@@ -700,6 +720,9 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
                 Next-token targets, unshifted (the model shifts them), -100 where ignored.
             logits_to_keep (`int`, *optional*, defaults to 0):
                 Compute logits for the last `logits_to_keep` positions only (0: all), as in GPT-2.
+            keep_entity_state_graph (`bool`, *optional*, defaults to `False`):
+                Return `entity_states` with their autograd graph (truncated back-propagation through the windows
+                you chain); by default they are detached. See `GPT2EModel.forward`.
             Other arguments: see `GPT2EModel.forward`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
@@ -721,6 +744,7 @@ class GPT2EForCausalLM(GPT2EPreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            keep_entity_state_graph=keep_entity_state_graph,
         )
         if store is not None:
             store.write(document_ids, outputs.entity_states)

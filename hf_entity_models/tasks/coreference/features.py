@@ -268,7 +268,8 @@ def _compute_features(
     model.eval()
     try:
         with torch.no_grad(), tqdm(
-            total=len(input_ids), desc="Encoding", unit="doc", disable=not show_progress
+            # A bar over one document shows nothing until it is done.
+            total=len(input_ids), desc="Encoding", unit="doc", disable=not show_progress or len(input_ids) < 2
         ) as progress:
             for batch in _length_sorted_batches(lengths, batch_size):
                 ids, mask = _padded_batch(batch, input_ids, attention_mask, device)

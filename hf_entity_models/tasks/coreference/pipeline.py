@@ -343,7 +343,7 @@ def _token_span(text: str, offsets: list[tuple[int, int]], span: CharSpan, name:
         )
     if _inside_word(text, start) or _inside_word(text, end):
         # The model would read the whole word piece anyway: a cut span is a wrong offset, not a smaller mention.
-        word_start, word_end = _widen_to_words(text, start, end)
+        word_start, word_end = _widen_to_words(text, *_without_edge_spaces(text, start, end))
         raise ValueError(
             f"The {name} span ({start}, {end}) {text[start:end]!r} cuts the word {text[word_start:word_end]!r} at "
             f"({word_start}, {word_end}); a span must start and end on word boundaries (a combining accent belongs "
@@ -492,6 +492,15 @@ def _whole_words(text: str, start: int, end: int) -> CharSpan | None:
     if start == end:
         return None
     return _widen_to_words(text, start, end)
+
+
+def _without_edge_spaces(text: str, start: int, end: int) -> CharSpan:
+    """The span without the whitespace at its edges (a suggested span ends on the word, not on the space after it)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _widen_to_words(text: str, start: int, end: int) -> CharSpan:

@@ -34,6 +34,8 @@ import numpy as np
 from transformers import DataCollatorWithPadding
 from transformers.utils import logging
 
+from ...training.progress import progress_bars_for
+
 
 logger = logging.get_logger(__name__)
 
@@ -398,5 +400,8 @@ def glue_features(dataset: datasets.Dataset, tokenizer: Any, max_length: int = 1
     def tokenize(batch: Mapping[str, list]) -> Any:
         return tokenizer(batch["sentence1"], batch["sentence2"], truncation="longest_first", max_length=max_length)
 
-    return dataset.map(tokenize, batched=True, remove_columns=list(_TEXT_COLUMNS), desc="Tokenising sentence pairs")
+    with progress_bars_for(len(dataset)):
+        return dataset.map(
+            tokenize, batched=True, remove_columns=list(_TEXT_COLUMNS), desc="Tokenising sentence pairs"
+        )
 
