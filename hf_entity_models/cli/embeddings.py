@@ -186,6 +186,7 @@ def run_definitions(args: argparse.Namespace) -> int:
                 model, tokenizer, reader, task_texts, alpha=args.alpha, strategy=args.strategy or preset["strategy"],
                 appearing_only=not args.whole_range, definitions=definitions, seed=args.seed, inplace=True,
                 definitions_description=args.definitions, original_norms=preset["original_norms"],
+                definition_model_description=_reader_description(args),
                 **({"blend": blend} if blend is not None else {}),
             )
             if comparison is not None:
@@ -443,3 +444,10 @@ def _held_out_gate(args: argparse.Namespace, reader: Any, tokenizer: Any, model:
             "embedding; train it longer (--max-steps) or pass --allow-worse to write them anyway."
         )
     return comparison
+
+
+def _reader_description(args: argparse.Namespace) -> str:
+    """Where the definition reader of this run is kept, as the card says it."""
+    if args.reader is not None:
+        return f"the reader in {args.reader} (--reader)"
+    return f"trained by this command and saved in {READER_FOLDER}/ next to this checkpoint"

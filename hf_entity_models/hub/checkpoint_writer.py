@@ -211,8 +211,8 @@ class CheckpointWriter:
 
         ```python
         >>> card = CHECKPOINT_WRITER.create_model_card(model, "me/my-model")  # doctest: +SKIP
-        >>> card.data.pipeline_tag  # doctest: +SKIP
-        'token-classification'
+        >>> card.data.tags[:2]  # doctest: +SKIP
+        ['hf-entity-models', 'petra']
 
         ```
         """
@@ -297,12 +297,14 @@ CHECKPOINT_WRITER = CheckpointWriter()
 
 
 def card_spec(config: Any) -> ModelCardSpec:
-    """What the model card says about the model of `config` (its `model_type`)."""
-    spec = CARD_SPECS.get(getattr(config, "model_type", None))
+    """What the model card says about the model of `config` (its class's `model_type`, which saving writes: a config
+    read from another model's config.json, e.g. a GPT-2 one for GPT2E, keeps that model's type as an attribute)."""
+    model_type = getattr(type(config), "model_type", None) or getattr(config, "model_type", None)
+    spec = CARD_SPECS.get(model_type)
     if spec is None:
         raise TypeError(
-            f"No model card spec for model_type {getattr(config, 'model_type', None)!r}: add a ModelCardSpec for it "
-            f"to hf_entity_models/hub/cards/ (known: {sorted(CARD_SPECS)})."
+            f"No model card spec for model_type {model_type!r}: add a ModelCardSpec for it to "
+            f"hf_entity_models/hub/cards/ (known: {sorted(CARD_SPECS)})."
         )
     return spec
 

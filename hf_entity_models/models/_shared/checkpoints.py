@@ -15,18 +15,21 @@ the package, saving and pushing are transformers' own.
 """
 
 import contextlib
+import logging
 import dataclasses
 import inspect
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from transformers import PreTrainedConfig
+from transformers.utils import logging as transformers_logging
 
 WEIGHT_FILE_NAMES = ("model.safetensors", "model.safetensors.index.json")
 # How many weight names a message lists (a missing layer alone has 16 of them).
 _NAMES_SHOWN = 3
 # `from_pretrained` options that say where to find a config.json, passed on when the stored model type is read.
+_logger = transformers_logging.get_logger(__name__)
 _CONFIG_LOOKUP_OPTIONS = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
 
 
@@ -201,7 +204,10 @@ class CheckpointMixin:
         cls._refuse_other_model(stored, location)
         wants_loading_info = kwargs.pop("output_loading_info", False)
         try:
-            model, loading_info = super().from_pretrained(location, *model_args, output_loading_info=True, **kwargs)
+            # transformers' load report (a table of missing and unexpected weights) says nothing a strict load does
+            # not say better: what does not fit raises below, and what may start untrained is logged in one line.
+            with _load_report_hidden(strict):
+                model, loading_info = super().from_pretrained(location, *model_args, output_loading_info=True, **kwargs)
         except Exception as error:
             config_fields = getattr(cls.config_class, "__dataclass_fields__", {})
             overrides = {key: value for key, value in kwargs.items() if key in config_fields}
@@ -219,6 +225,10 @@ class CheckpointMixin:
         problem = loading_problem(model, loading_info, location, allowed_missing=new_weights)
         if problem is not None and strict:
             raise CheckpointError(problem)
+        untrained = sorted({str(key).split(".")[0] for key in loading_info.get("missing_keys", ())})
+        if strict and untrained:
+            saved_by = ", ".join(stored.get("architectures") or ()) or "another model"
+            _logger.warning(f"{cls.__name__}: {', '.join(untrained)} start untrained ({location} was saved by {saved_by}).")
         model._after_loading()
         return (model, loading_info) if wants_loading_info else model
 
@@ -469,6 +479,18 @@ def _new_head_weights(model: Any, missing_keys: Iterable[Any]) -> tuple[str, ...
         if module != base_model_prefix and all(name in missing for name in names)
         for name in names
     )
+
+
+@contextlib.contextmanager
+def _load_report_hidden(hidden: bool) -> Iterator[None]:
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    level = report_logger.level
+    if hidden:
+        report_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        report_logger.setLevel(level)
 
 
 def _stored_config(location: str, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -698,6 +698,8 @@ class RefReaderForCoreference(MemoryCoreferenceMixin, RefReaderPreTrainedModel):
     """
 
     # GAP token pairs this model is trained on (see `tasks.coreference.build_link_pairs`).
+    # A language-model checkpoint loaded into this head brings its `lm_head`, which this head has only with an LM loss.
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
     gap_link_scheme = "refreader"
     _output_class = RefReaderCoreferenceOutput
     _link_log_probability_class = RefReaderLinkLogProbability

@@ -34,7 +34,7 @@ from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_pro
 from .collator import CoreferenceCollator
 from .features import cache_encoder_features, uses_frozen_encoder
 from .gap import check_unique_ids, gap_gold, prepare_gap_dataset, shared_ids
-from .metrics import GapGold, GapScores, ThresholdSweep, score_gap_probabilities, sweep_threshold
+from .metrics import GapGold, GapScores, ThresholdSweep, score_gap, score_gap_probabilities, sweep_threshold
 from .metrics import threshold_grid as named_threshold_grid
 
 logger = logging.get_logger(__name__)
@@ -272,11 +272,20 @@ def build_gap_trainer(
 
 
 def _record_gap_scores(
-    config, scores: GapScores, threshold: float, dataset: str, dataset_name: str | None, split: str = "validation"
+    config,
+    scores: GapScores,
+    threshold: float,
+    gold: Sequence[GapGold],
+    dataset: str,
+    dataset_name: str | None,
+    split: str = "validation",
 ) -> None:
-    """Store the scores at the chosen threshold in the config, where the saved model card reads them."""
+    """Store the scores at the chosen threshold in the config, where the saved model card reads them, and the F1 of
+    calling every candidate coreferent on the same rows: the baseline the model's F1 must beat."""
     if not hasattr(config, "evaluation_results"):  # a config without an evaluation_results field
         return
+    all_positive = score_gap(gold, {row.example_id: (True, True) for row in gold})
+    record_evaluation(config, "coreference", dataset, split, "all_positive_f1", all_positive.f1, dataset_name=dataset_name)
     values = {
         "f1": scores.f1,
         "precision": scores.overall.precision,
@@ -357,7 +366,9 @@ def tune_threshold(
     metrics.check_order(prediction.label_ids)
     sweep = metrics.sweep(keep_candidate_scores(prediction.predictions, None))
     trainer.model.config.coref_threshold = float(sweep.decision_threshold)
-    _record_gap_scores(trainer.model.config, sweep.best_scores, sweep.decision_threshold, dataset, dataset_name)
+    _record_gap_scores(
+        trainer.model.config, sweep.best_scores, sweep.decision_threshold, eval_gold, dataset, dataset_name
+    )
     logger.info(f"Decision threshold {sweep.best_threshold:.2f} gives validation F1 {sweep.best_f1:.4f}")
     return sweep
 
@@ -503,9 +514,10 @@ def train_on_gap(
         if uses_frozen_encoder(model):
             with args.main_process_first(desc="encoder features"):
                 report_inputs = cache_encoder_features(model, report, cache_dir=cache_dir)
-        report_scores = score_gap_at_threshold(trainer, report_inputs, gap_gold(report), sweep.decision_threshold)
+        report_gold = gap_gold(report)
+        report_scores = score_gap_at_threshold(trainer, report_inputs, report_gold, sweep.decision_threshold)
         _record_gap_scores(
-            model.config, report_scores, sweep.decision_threshold, dataset, dataset_name, split=report_split
+            model.config, report_scores, sweep.decision_threshold, report_gold, dataset, dataset_name, split=report_split
         )
     return GapTrainingResult(
         trainer=trainer, threshold_sweep=sweep, epoch_seconds=timer.epoch_seconds, report_scores=report_scores
