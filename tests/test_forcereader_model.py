@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 from conftest import saved_source
-from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from test_hub_portability import NO_PACKAGE_PRELUDE, assert_ships_only_running_code, run_python, subprocess_env
 from transformers import AutoModel, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering, BertModel
 
 import hf_entity_models.models.forcereader.modeling_forcereader as modeling_forcereader
-from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
+from hf_entity_models import CheckpointError, ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from hf_entity_models.models.forcereader import MASKED_LOGIT, PRESETS, split_packed_input
 
 ENCODER = BertConfig(
@@ -429,12 +429,12 @@ def test_from_encoder_refuses_an_encoder_config_that_does_not_fit_its_weights(tm
     BertModel(ENCODER).save_pretrained(tmp_path / "deeper")  # 2 layers stored
     _edit_config(tmp_path / "deeper", num_hidden_layers=3)
     weights = str(tmp_path / "deeper" / "model.safetensors")
-    with pytest.raises(ValueError, match=re.escape(weights) + r" does not fit .*config.json: it lacks 16 weights the "
-                       r"config asks for \(encoder.layer.2.*num_hidden_layers"):
+    with pytest.raises(CheckpointError, match=re.escape(weights) + r" does not fit .*config.json: it lacks 16 weights "
+                       r"the config asks for \(encoder.layer.2.*its number of layers"):
         ForceReaderForQuestionAnswering.from_encoder(str(tmp_path / "deeper"), **overrides)
     BertModel(ENCODER).save_pretrained(tmp_path / "shallower")
     _edit_config(tmp_path / "shallower", num_hidden_layers=1)
-    with pytest.raises(ValueError, match=r"holds 16 weights the config has no place for \(encoder.layer.1"):
+    with pytest.raises(CheckpointError, match=r"holds 16 weights the config has no place for \(encoder.layer.1"):
         ForceReaderForQuestionAnswering.from_encoder(str(tmp_path / "shallower"), **overrides)
     # The checkpoint of a task model is a complete encoder: its head and its missing pooler are not read.
     torch.manual_seed(0)
@@ -464,7 +464,11 @@ def test_a_missing_weight_loads_finite(tmp_path):
     weights = load_file(tmp_path / "model.safetensors")
     weights = {name: tensor for name, tensor in weights.items() if not name.startswith("interaction.layers.0")}
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    loaded = ForceReaderForQuestionAnswering.from_pretrained(tmp_path)
+    # from_pretrained refuses the incomplete checkpoint, naming what it lacks ...
+    with pytest.raises(CheckpointError, match=r"it lacks 4 weights the config asks for \(interaction.layers.0"):
+        ForceReaderForQuestionAnswering.from_pretrained(tmp_path)
+    # ... and strict=False loads as transformers does, initialising the missing layer, never from leftover memory.
+    loaded = ForceReaderForQuestionAnswering.from_pretrained(tmp_path, strict=False)
     assert all(torch.isfinite(p).all() for p in loaded.interaction.parameters())
 
 
@@ -483,8 +487,14 @@ def test_a_saved_reader_loads_without_the_package(tmp_path):
     model = reader("forcereader")
     folder = tmp_path / "reader"
     model.save_pretrained(folder)
-    for name in ("modeling_forcereader.py", "configuration_forcereader.py", "card_forcereader.py"):
+    for name in ("modeling_forcereader.py", "configuration_forcereader.py"):
         assert (folder / name).read_text() == saved_source(modeling_forcereader.__file__.replace("modeling_forcereader.py", name))
+    # The model's code, the shared modeling code it imports and the QA pipeline it declares; no card code.
+    assert_ships_only_running_code(
+        (path.name for path in folder.glob("*.py")),
+        ("configuration_forcereader.py", "modeling_forcereader.py", "checkpoints.py", "encoders.py", "pipeline.py",
+         "answer_spans.py", "pipeline_inputs.py"),
+    )
     inputs = {key: value.tolist() for key, value in packed().items()}
     remote = run_python(REMOTE_QA, str(folder), json.dumps(inputs), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
     assert remote["class"] == "ForceReaderForQuestionAnswering"
@@ -537,7 +547,7 @@ def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
     stored = json.loads((folder / "config.json").read_text())
     assert stored["custom_pipelines"] == {HUB_QUESTION_ANSWERING_TASK: {
         "impl": "pipeline.QuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
-    assert (folder / "pipeline.py").is_file() and (folder / "postprocess.py").is_file()
+    assert (folder / "pipeline.py").is_file() and (folder / "answer_spans.py").is_file()
     local = pipeline("question-answering", model=str(folder), device="cpu")  # with the package: no remote code
     context = "I know from the book that Bill Gates founded Microsoft."
     expected = local(question="Who founded Microsoft?", context=context)
@@ -565,7 +575,7 @@ def test_push_to_the_hub_then_answer_from_the_hub_without_the_package(tmp_path):
                             cwd=tmp_path)
         files = hub.files("tester/forcereader")
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
-            "encoders.py", "pipeline.py", "postprocess.py"} <= set(files)
+            "encoders.py", "pipeline.py", "answer_spans.py"} <= set(files)
     assert remote["model"] == "ForceReaderForQuestionAnswering"
     assert remote["answer"]["answer"] == expected["answer"]
     assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)

