@@ -167,14 +167,14 @@ def test_train_from_a_gpt2_checkpoint_loads_its_weights_into_gpt2e(gpt2_checkpoi
     output = tmp_path / "from-gpt2"
     log = io.StringIO()
     handler = logging.StreamHandler(log)
-    logging.getLogger("transformers").addHandler(handler)
+    logging.getLogger("hf_entity_models").addHandler(handler)
     try:
         run = train_quietly("train", "gpt2e", "--conll", books, "--init-from", gpt2_checkpoint, "--window-length", 32,
                             "--max-entities", 300, *QUICK, "--batch-size", 1, "--output-dir", output)
     finally:
-        logging.getLogger("transformers").removeHandler(handler)
-    # GPT-2 has no entity memory: its weights are expected to be missing, and the load report still shows.
-    assert "MISSING" in log.getvalue() and "entity_memory" in log.getvalue()
+        logging.getLogger("hf_entity_models").removeHandler(handler)
+    # GPT-2 has no entity memory: its weights are expected to be missing, and one line says which start untrained.
+    assert "start untrained" in log.getvalue() and "transformer.entity_memory" in log.getvalue(), log.getvalue()
     model = AutoModelForCausalLM.from_pretrained(output)
     assert type(model) is GPT2EForCausalLM and model.config.max_entities == 300
     assert (model.config.n_layer, model.config.n_embd, model.config.n_positions) == (1, 32, 64)

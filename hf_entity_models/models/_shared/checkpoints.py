@@ -225,7 +225,8 @@ class CheckpointMixin:
         problem = loading_problem(model, loading_info, location, allowed_missing=new_weights)
         if problem is not None and strict:
             raise CheckpointError(problem)
-        untrained = sorted({str(key).split(".")[0] for key in loading_info.get("missing_keys", ())})
+        # Modules named two levels down where a weight is that deep ("transformer.entity_memory", "lm_head").
+        untrained = sorted({".".join(str(key).split(".")[:-1][:2]) for key in loading_info.get("missing_keys", ())})
         if strict and untrained:
             saved_by = ", ".join(stored.get("architectures") or ()) or "another model"
             _logger.warning(f"{cls.__name__}: {', '.join(untrained)} start untrained ({location} was saved by {saved_by}).")
