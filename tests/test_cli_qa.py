@@ -103,7 +103,7 @@ def test_train_writes_a_checkpoint_that_loads_and_answers(trained):
     assert AutoTokenizer.from_pretrained(folder).is_fast
     assert not any(path.name.startswith(("checkpoint-", ".")) for path in folder.iterdir())
     names = {path.name for path in folder.iterdir()}
-    assert {"README.md", "pipeline.py", "postprocess.py", "validation_results.json"} <= names
+    assert {"README.md", "pipeline.py", "answer_spans.py", "validation_results.json"} <= names
     card = (folder / "README.md").read_text()
     assert str(folder) in card and ".saving-" not in card, "the card names the final folder"
 
@@ -244,7 +244,7 @@ def test_push_uploads_a_forcereader_checkpoint_with_its_code(trained, tmp_path, 
     config = json.loads(files["config.json"])
     assert config["auto_map"]["AutoModelForQuestionAnswering"] == "modeling_forcereader.ForceReaderForQuestionAnswering"
     assert config["custom_pipelines"]["entity-question-answering"]["impl"] == "pipeline.QuestionAnsweringPipeline"
-    assert {"modeling_forcereader.py", "configuration_forcereader.py", "pipeline.py", "postprocess.py",
+    assert {"modeling_forcereader.py", "configuration_forcereader.py", "pipeline.py", "answer_spans.py",
             "tokenizer.json", "model.safetensors"} <= set(files)
     assert "not uploaded (not part of a checkpoint): validation_results.json" in err
 

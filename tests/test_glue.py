@@ -300,7 +300,7 @@ def test_tiny_bert_fine_tunes_on_real_mrpc_rows(glue_folder, minilm_tokenizer, t
     model.eval()
     with torch.no_grad():
         encoded = minilm_tokenizer(list(dev["sentence1"]), list(dev["sentence2"]), padding=True, return_tensors="pt")
-        predicted = model(**encoded).logits.argmax(-1).numpy()
+        predicted = model(**encoded.to(model.device)).logits.argmax(-1).cpu().numpy()  # the Trainer's device
     assert results["dev"]["accuracy"] == pytest.approx(float(np.mean(predicted == np.array(list(dev["label"])))))
 
 

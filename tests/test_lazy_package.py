@@ -2,6 +2,7 @@
 that needs the package registered with transformers works right after it, in a fresh interpreter each."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(code: str, *args: str) -> dict:
     process = subprocess.run(
         [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL,
     )
     assert process.returncode == 0, process.stderr[-4000:]
     return json.loads(process.stdout.strip().splitlines()[-1])

@@ -91,7 +91,7 @@ def test_a_stacked_detached_forcereader_trains_its_encoder_and_qcp_head_exactly_
     for name, parameter in joint.forcereader.encoder.named_parameters():
         torch.testing.assert_close(stacked.forcereader.encoder.get_parameter(name), parameter, msg=name)
     torch.testing.assert_close(stacked.pair_outputs.weight, joint.qa_outputs.weight)
-    moved = stacked.forcereader.encoder.embeddings.word_embeddings.weight
+    moved = stacked.forcereader.encoder.embeddings.word_embeddings.weight.cpu()  # the Trainer's device
     assert not torch.equal(moved, ForceReaderForQuestionAnswering(joint.config).forcereader.encoder
                            .embeddings.word_embeddings.weight), "the encoder trained"
     assert stacked.start_bilinear.weight.abs().sum() > 0, "the branch trained"

@@ -490,19 +490,22 @@ class PetraModel(PetraPreTrainedModel):
 
         The priorities depend only on the token position and `config.overwrite_tie_seed`: a generator seeded at
         every call draws blocks of a fixed shape, and every document of the batch reads the same rows. So a
-        document gets the same choices alone or in any batch, at any padded length, and the global random state
-        is left alone.
+        document gets the same choices alone or in any batch, at any padded length and on any device, and the global
+        random state is left alone.
         """
         if self.training or self.config.overwrite_tie_breaking != "random":
             return None
-        generator = torch.Generator(device=reference.device)
+        # Drawn on the CPU whatever the model's device: a CUDA generator seeded alike draws other numbers, and the
+        # model would choose other cells on a GPU than on the CPU.
+        generator = torch.Generator(device="cpu")
         generator.manual_seed(int(self.config.overwrite_tie_seed))
         block_shape = (TIE_NOISE_BLOCK_LENGTH, self.config.num_memory_cells)
         blocks = [
-            torch.rand(block_shape, generator=generator, device=reference.device, dtype=reference.dtype)
+            torch.rand(block_shape, generator=generator, dtype=reference.dtype)
             for _ in range(-(-length // TIE_NOISE_BLOCK_LENGTH))
         ]
-        return torch.cat(blocks)[:length].expand(batch_size, -1, -1).contiguous()
+        noise = torch.cat(blocks)[:length].to(reference.device)
+        return noise.expand(batch_size, -1, -1).contiguous()
 
     def _overwrite_choice(
         self,
