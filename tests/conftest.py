@@ -20,6 +20,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models on a busy 2-core machine run fastest on one thread (the memory's many small per-token steps far
+    slower with two); the test modules that use it also match the remote processes (OMP_NUM_THREADS=1)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny_encoder_config(**overrides) -> BertConfig:
     values = dict(
         vocab_size=30522,

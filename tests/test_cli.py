@@ -96,13 +96,7 @@ def cli_training_on_the_cpu():
         yield
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """The memory's many tiny per-token steps run far slower with two threads on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def last_line(stderr: str) -> str:

@@ -39,12 +39,7 @@ def story(index: int) -> CorefDocument:
     return CorefDocument(f"story_{index}", 0, words, mentions)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -65,13 +65,7 @@ def train_quietly(*argv) -> dict:
     return {"out": out.getvalue(), "err": err.getvalue()}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny models on a busy 2-core machine run fastest on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

