@@ -48,7 +48,7 @@ def test_readme_user_stories_run(tmp_path, shared_data):
     assert pushed["model.safetensors"] == (workdir / "petra-gap" / "model.safetensors").read_bytes()
     assert "SQuAD validation EM" in process.stdout
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
-            "pipeline.py", "postprocess.py"} <= set(pushed_reader)
+            "pipeline.py", "answer_spans.py"} <= set(pushed_reader)
     assert sorted(path.name for path in (workdir / "attention").iterdir()) == [
         "figure_1.png", "figure_3.png", "figure_4.png", "figure_5.png"]
     assert "'perplexity_without_entities'" in process.stdout
