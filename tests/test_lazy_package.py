@@ -105,3 +105,19 @@ def test_a_model_imported_from_its_folder_saves_a_portable_checkpoint(tmp_path):
     assert auto_model == "modeling_petra.PetraForCoreference"
     assert pipelines == ["entity-coreference"]
     assert {"README.md", "modeling_petra.py", "configuration_petra.py", "pipeline.py", "checkpoints.py"} <= set(files)
+
+
+def test_the_pending_model_types_are_the_registered_ones():
+    """A model registered in auto.py but missing from `_registration.MODEL_TYPES` would need an attribute access
+    before the Auto classes knew it."""
+    from transformers import AutoConfig
+
+    from hf_entity_models import _registration, auto
+
+    auto.register_auto_classes()
+    registered = {model_type for model_type in _registration.MODEL_TYPES if AutoConfig.for_model(model_type)}
+    package_configs = {
+        config.model_type for config in vars(auto).values() if isinstance(config, type) and config.__name__.endswith("Config")
+        and config.__module__.startswith("hf_entity_models.models")
+    }
+    assert registered == set(_registration.MODEL_TYPES) == package_configs
