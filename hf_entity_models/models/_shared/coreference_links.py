@@ -2,7 +2,8 @@
 of the left-to-right memory over documents of different lengths, and windowed encoding of long documents.
 
 Written once here and imported by the models that use it; saving a model copies it next to the weights (see
-`portable_code`), so it imports only torch, transformers, the standard library and the other shared modules.
+`hf_entity_models.hub.portable_code`), so it imports only torch, transformers, the standard library and the other
+shared modules.
 """
 
 from collections.abc import Callable, Mapping, Sequence

@@ -1,8 +1,8 @@
 """Checks on what a pipeline reads, shared by the question-answering and the coreference pipelines: a tokenizer
 loaded from a folder without its vocabulary, and text that is not valid Unicode.
 
-Saving a checkpoint copies this module next to the pipeline (see `portable_code`), so it imports only the standard
-library.
+Saving a checkpoint copies this module next to the pipeline (see `hf_entity_models.hub.portable_code`), so it
+imports only the standard library.
 """
 
 import os

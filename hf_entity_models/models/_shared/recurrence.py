@@ -10,7 +10,7 @@ is compiled the same way.
 Randomness (Gumbel noise, dropout masks) is drawn outside the compiled graph, for all tokens at once, and passed
 in: the compiled and eager paths then see the same distribution, and a test can feed both the same draws.
 
-It imports only torch, so that saving copies it next to a checkpoint (see `portable_code.py`).
+It imports only torch, so that saving copies it next to a checkpoint (see `hf_entity_models.hub.portable_code`).
 """
 
 from collections.abc import Callable
