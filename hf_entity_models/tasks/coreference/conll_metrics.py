@@ -178,6 +178,11 @@ def _documents_by_name(source: _Source, side: str) -> dict[tuple[str, int], Core
             f"The {side} must be a CoNLL file, a folder, a sequence of paths, or CorefDocument objects (not a mix); "
             f"got {type(source).__name__}."
         )
+    return documents_by_name(documents, side)
+
+
+def documents_by_name(documents: Sequence[CorefDocument], side: str) -> dict[tuple[str, int], CorefDocument]:
+    """The documents by (name, part), refusing one given twice (`side` names them in the message, e.g. "key")."""
     by_name: dict[tuple[str, int], CorefDocument] = {}
     for document in documents:
         name = (document.name, document.part)

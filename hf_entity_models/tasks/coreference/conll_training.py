@@ -41,7 +41,7 @@ from ...training import EpochTimerCallback, GumbelTemperatureCallback, check_pro
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference
 from .conll_examples import clusters_from_memory_log, conll_coreference_examples
-from .conll_metrics import score_coreference
+from .conll_metrics import documents_by_name, score_coreference
 from .features import cache_encoder_features, uses_frozen_encoder
 from .training import gap_training_arguments, gap_training_recipe
 
@@ -235,20 +235,6 @@ def _documents(source: str | os.PathLike | Sequence[Any]) -> list[CorefDocument]
     )
 
 
-def _check_documents_once(documents: Sequence[CorefDocument], split: str) -> None:
-    """Refuse a (name, part) given twice before training, not when the first evaluation scores the documents (files
-    are checked when read; lists of documents here)."""
-    seen: dict[tuple[str, int], CorefDocument] = {}
-    for document in documents:
-        key = (document.name, document.part)
-        if key in seen:
-            raise ValueError(
-                f"The {split} documents hold {document.name!r} part {document.part} twice ({seen[key].label} and "
-                f"{document.label}); every (name, part) must occur once: drop the repeated document."
-            )
-        seen[key] = document
-
-
 def _warn_about_shared_documents(train: Sequence[CorefDocument], validation: Sequence[CorefDocument]) -> None:
     """Validation documents that are also training documents overrate the model (`hf-entity train` refuses them)."""
     trained = {(document.name, document.part) for document in train}
@@ -354,7 +340,7 @@ def train_on_conll(
             "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
         )
     train_documents, validation_documents = _documents(train_source), _documents(validation_source)
-    _check_documents_once(validation_documents, "validation")
+    documents_by_name(validation_documents, "validation")  # a document given twice: refused before training
     _warn_about_shared_documents(train_documents, validation_documents)
     if antecedents is None:
         antecedents = CONLL_ANTECEDENTS.get(getattr(model.config, "model_type", None), "nearest")
