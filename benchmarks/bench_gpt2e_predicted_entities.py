@@ -232,7 +232,7 @@ def word_clusters(document: CorefDocument, text: str, clusters: list[list[dict]]
         for cluster, members in enumerate(clusters)
         for m in members
     }
-    return CorefDocument(document.name, document.part, document.words, sorted(mentions))
+    return document.with_mentions(sorted(mentions))
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
         controls = {"control_gold_mentions_singletons": lambda i: i, "control_gold_mentions_one_entity": lambda i: 0}
         for name, cluster_of in controls.items():
             responses = [
-                CorefDocument(d.name, d.part, d.words, [(m[0], m[1], cluster_of(i)) for i, m in enumerate(d.mentions)])
+                d.with_mentions([(m[0], m[1], cluster_of(i)) for i, m in enumerate(d.mentions)])
                 for d in report
             ]
             encodings = [entity_ids_for_document(document, tokenizer) for document in responses]

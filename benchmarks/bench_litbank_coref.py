@@ -25,7 +25,7 @@ import torch
 from transformers import AutoTokenizer, set_seed
 
 from hf_entity_models import PetraForCoreference, RefReaderForCoreference
-from hf_entity_models.tasks.coreference import CorefDocument, read_conll_coreference, rule_mentions, score_coreference
+from hf_entity_models.tasks.coreference import read_conll_coreference, rule_mentions, score_coreference
 from hf_entity_models.tasks.coreference.conll_training import (
     CONLL_BATCH_SIZE,
     CONLL_CHUNK_LENGTH,
@@ -114,7 +114,7 @@ def checkpoint_row(args, split, tokenizer) -> dict:
             scores = metrics.score(decisions)
             chosen = chosen or (scores["mention_threshold"], scores["new_entity_threshold"])
             rule_spans = [
-                CorefDocument(d.name, d.part, d.words, [(a, b, i) for i, (a, b) in enumerate(rule_mentions(d))])
+                d.with_mentions([(a, b, i) for i, (a, b) in enumerate(rule_mentions(d))])
                 for d in documents
             ]
             clustered = ConllMetrics(rule_spans, word_ids).responses(metrics.logs(decisions), None, chosen[1])

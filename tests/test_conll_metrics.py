@@ -35,7 +35,9 @@ REFERENCE_METRICS = ("muc", "bcub", "ceafm", "ceafe", "blanc")
 
 @lru_cache(maxsize=None)
 def scored(key: str, response: str) -> dict:
-    return score_coreference(FIXTURES / key, FIXTURES / response)
+    # The suite's responses rename the words of invented mentions ("jnk" in the key, "x" in the response): scored by
+    # word position, as the reference scorer does.
+    return score_coreference(FIXTURES / key, FIXTURES / response, check_words=False)
 
 
 def reference_values() -> list:

@@ -343,8 +343,9 @@ def test_coreference_adds_documents_one_by_one_and_in_batches(coreference):
 def test_coreference_reads_conll_files_as_the_scorer_does():
     files = evaluate.load(metric_path("coreference"), "conll_files")
     key, response = REFERENCE_SCORER_FILES / "TC-A.key", REFERENCE_SCORER_FILES / "TC-A-4.response"
-    results = files.compute(predictions=[str(response)], references=[str(key)])
-    assert results == score_coreference(key, response)
+    # The suite's response renames the words of its invented mentions ("jnk" -> "x"): scored by word position.
+    results = files.compute(predictions=[str(response)], references=[str(key)], check_words=False)
+    assert results == score_coreference(key, response, check_words=False)
     # The reference scorer's test case A4: MUC (1/3, 1/3), CEAF-e (0.73333, 0.55).
     assert results["muc"]["f1"] == pytest.approx(100 / 3)
     assert results["ceafe"]["recall"] == pytest.approx(73.333, abs=1e-3)

@@ -127,8 +127,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     conll.add_argument(
         "--responses", metavar="CONLL_FILE",
-        help="also write the clusters found as a CoNLL-2012 file (one block per document), which the reference "
-        "scorer (scorer.pl) reads as the response against the --conll key",
+        help="also write the clusters found as a CoNLL-2012 file (one block per document, each with the '#begin "
+        "document' line of its key document), which the reference scorer (scorer.pl) reads as the response against "
+        "the --conll key; not inside the --conll folder",
     )
     conll.add_argument(
         "--json", action="store_true",
@@ -174,6 +175,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     data_files = [source for source in (args.gap_file, args.conll, args.lambada) if source is not None]
     inputs = [*(Path(source) for source in data_files), *checkpoint_inputs(args.checkpoint)]
     check_output_file(args.output, "--output", args.overwrite, inputs)
+    outputs = [("--output", args.output), ("--responses", args.responses), ("--predictions", args.predictions)]
+    for option, output in outputs:
+        refuse_output_inside_input_folders(output, option, [("DATA_FILE", args.gap_file), ("--conll", args.conll),
+                                                            ("--lambada", args.lambada)])
     language_model = architecture_of(args.checkpoint, LANGUAGE_MODEL_ARCHITECTURES.__contains__)
     coreference = architecture_of(args.checkpoint, is_coreference_architecture)
     if coreference is not None and args.conll is not None:
@@ -207,6 +212,30 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_question_answering(args, inputs)
     refuse_options_of_other_checkpoints(args, _QA_OPTIONS, "question-answering checkpoints")
     return _evaluate_coreference(args)
+
+
+def refuse_output_inside_input_folders(output: str | None, option: str, inputs: list[tuple[str, str | None]]) -> None:
+    """Refuse an output file inside a folder that the command reads (e.g. --conll DIR): the next command that reads
+    the folder would read the output as data too (a response file as a second copy of every key document).
+
+    Args:
+        output: The output file (None: not given).
+        option: Its option, for the message (e.g. "--responses").
+        inputs: (option, location) of every input; locations that are not folders (files, Hub ids, None) are skipped.
+    """
+    if output is None:
+        return
+    # Both spellings: the path as given and with links resolved (a linked folder may live elsewhere).
+    paths = {Path(os.path.abspath(output)), Path(output).resolve()}
+    for input_option, location in inputs:
+        if location is None or not Path(location).is_dir():
+            continue
+        roots = {Path(os.path.abspath(location)), Path(location).resolve()}
+        if any(path.is_relative_to(root) for path in paths for root in roots):
+            raise CliError(
+                f"{option} {output} is inside {input_option} {location}, which this command reads: reading that folder "
+                "again would take the output for data; write it outside the folder."
+            )
 
 
 def probability(value: str) -> float:
@@ -278,8 +307,8 @@ def _evaluate_conll_coreference(args: argparse.Namespace, architecture: str, inp
     from .coreference import load_coreference_checkpoint
 
     _check_conll_coreference_options(args, architecture, inputs)
+    documents = read_conll_coreference(args.conll)  # a file it refuses is refused before the model loads
     model, tokenizer = load_coreference_checkpoint(args.checkpoint)
-    documents = read_conll_coreference(args.conll)
     gold_mentions = bool(args.gold_mentions)
     threshold = args.mention_threshold
     if threshold is None:

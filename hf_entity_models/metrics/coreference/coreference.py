@@ -76,15 +76,19 @@ Args:
         response document without a key document raises.
     keep_singletons (`bool`, optional, default True): score clusters of one mention; False removes them from both
         sides first.
+    check_words (`bool`, optional, default True): "conll_files": refuse a response document whose words differ
+        from its key document's (a response of another text); False scores it by word position, as the reference
+        scorer does (its own test files rename the words of invented mentions).
 
 Returns:
     A dict: "muc", "bcub", "ceafm", "ceafe", "blanc" and "lea", each `{"recall": float, "precision": float,
     "f1": float}`, and "conll_f1" (`float`), all in percent.
 
 Raises:
-    ValueError: If a document is not a list of clusters of `[first, last]` int pairs with 0 <= first <= last,
-        predictions and references differ in length, there is nothing to score, or score_coreference refuses
-        the input (e.g. more than 10 repeated mentions, a response document without a key document).
+    ValueError: If a document is not a list of clusters of `[first, last]` int pairs with 0 <= first <= last <=
+        999999 (a document of at most a million words), predictions and references differ in length, there is
+        nothing to score, or score_coreference refuses the input (e.g. more than 10 repeated mentions, a response
+        document without a key document, or one of other words than its key document).
 
 Examples:
     >>> import evaluate
@@ -102,6 +106,10 @@ Examples:
 """
 
 _CONFIGURATIONS = ("default", "conll_files")
+# The largest word index of configuration "default". Its documents have no words, only spans, so each is scored as a
+# document as long as its largest index: an index must be bounded, or a typo (a character offset, 10**12) would ask
+# for terabytes. A million words is longer than any book (War and Peace: about 590,000).
+MAX_WORD_INDEX = 999_999
 
 
 def _is_int(value: Any) -> bool:
@@ -133,6 +141,13 @@ def _checked_clusters(document: Any, where: str) -> list[list[list[int]]]:
             if not 0 <= span[0] <= span[1]:
                 raise ValueError(
                     f"{where}[{index}][{number}] = {span}: need 0 <= first_word <= last_word (last word inclusive)."
+                )
+            if span[1] > MAX_WORD_INDEX:
+                raise ValueError(
+                    f"{where}[{index}][{number}] = {span}: word index {span[1]} is past the limit of {MAX_WORD_INDEX} "
+                    f"(documents of at most {MAX_WORD_INDEX + 1:,} words: each document is as long as its largest "
+                    "index); pass word indices, not character offsets, or score CoNLL files with the 'conll_files' "
+                    "configuration."
                 )
             mentions.append([int(span[0]), int(span[1])])
         clusters.append(mentions)
@@ -217,11 +232,13 @@ class Coreference(evaluate.Metric):
         super().add(prediction=predictions[0], reference=references[0], **kwargs)
 
     def _compute(
-        self, predictions: list[Any], references: list[Any], keep_singletons: bool = True
+        self, predictions: list[Any], references: list[Any], keep_singletons: bool = True, check_words: bool = True
     ) -> dict[str, Any]:
         if len(references) == 0:
             raise ValueError("No documents to score: pass at least one prediction and reference.")
         if self.configuration == "conll_files":
-            return score_coreference(list(references), list(predictions), keep_singletons=keep_singletons)
+            return score_coreference(
+                list(references), list(predictions), keep_singletons=keep_singletons, check_words=check_words
+            )
         keys, responses = _documents(predictions, references)
         return score_coreference(keys, responses, keep_singletons=keep_singletons)

@@ -52,6 +52,11 @@ _END_LINE = re.compile(r"^#\s*end document\b")
 _BEGIN_DOCUMENT = re.compile(
     r"^#\s*begin document\s*(?P<name>.*?)\s*(?:;\s*(?:part\s+(?P<part>\d+))?)?\s*$"
 )
+# The reference scorer's own rule (lib/CorScorer.pm, GetCoreference and GetFileNames): a document is identified by the
+# text after "begin document " up to the line end, and a response document matches the key document of equal text.
+_SCORER_DOCUMENT_ID = re.compile(r"^#\s*begin document (.*)$")
+# Column layouts of a file, decided by its first token line.
+_TABS, _SPACES = "tab-separated", "space-separated"
 
 
 # ------------------------------------------------------------------------------------------------ documents
@@ -66,6 +71,9 @@ class CorefDocument:
         mentions: ``(first_word, last_word, cluster_id)`` triples, the last word INCLUSIVE, sorted by first word with
             longer (outer) mentions first. Cluster ids are the file's; they are only unique within a part.
         source: Where the document starts, ``"file:line"`` (for error messages; empty when built by hand).
+        header: The text after ``#begin document `` of the line it was read from, verbatim (``"(book); part 0"``):
+            the reference scorer matches key and response documents by this text, so `write_conll_coreference`
+            writes it back as read. Empty when built by hand (the writer then builds ``(name); part NNN``).
 
     Example:
         >>> document = CorefDocument("book", 0, ["Sir", "Walter", "smiled"], [(0, 1, 7)])
@@ -78,10 +86,17 @@ class CorefDocument:
     words: list[str]
     mentions: list[Mention] = field(default_factory=list)
     source: str = ""
+    header: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"CorefDocument.name must be a string, got {type(self.name).__name__}.")
+        if not isinstance(self.header, str):
+            raise TypeError(f"{self.label}: header must be a string (the text after '#begin document '), got "
+                            f"{type(self.header).__name__}.")
+        if any(character in self.header for character in "\n\r"):
+            raise ValueError(f"{self.label}: the header {self.header!r} holds a line break; a header is one line, the "
+                             "text after '#begin document ' (e.g. '(book); part 0').")
         if isinstance(self.words, str) or not all(isinstance(word, str) for word in self.words):
             raise TypeError(f"{self.label}: words must be a list of strings (one per word).")
         self.words = list(self.words)
@@ -97,6 +112,19 @@ class CorefDocument:
     def mention_words(self, mention: Mention) -> list[str]:
         """The words of one mention."""
         return self.words[mention[0] : mention[1] + 1]
+
+    def with_mentions(self, mentions: Sequence[Mention]) -> CorefDocument:
+        """A response to this (key) document: its name, part, words, source and ``#begin document`` header, with
+        other mentions. The reference scorer matches a response to its key by the header's text, and
+        `score_coreference` checks that both hold the same words.
+
+        Example:
+            >>> key = CorefDocument("book", 0, ["Ann", "smiled"], [(0, 0, 1)], header="(book); part 0")
+            >>> response = key.with_mentions([(0, 1, 4)])
+            >>> response.header, response.words, response.mentions
+            ('(book); part 0', ['Ann', 'smiled'], [(0, 1, 4)])
+        """
+        return CorefDocument(self.name, self.part, list(self.words), list(mentions), self.source, self.header)
 
 
 def _checked_mention(mention: Any, num_words: int, label: str) -> Mention:
@@ -118,8 +146,10 @@ def read_conll_coreference(path_or_paths: str | Path | Sequence[str | Path]) -> 
     word in its 4th column and the coreference in its LAST column: ``(12`` opens a mention of cluster 12 on this
     word, ``12)`` closes the innermost open mention of cluster 12, ``(12)`` is a one-word mention, ``-``, ``_`` or an
     empty column means none, and several items are joined by ``|`` (``(3|(7)``) or written one after the other
-    (``(3(7)``, ``3)7)``), read left to right. Mentions nest and may span sentences. Columns are tab-separated when
-    the line has a tab, else separated by runs of spaces (OntoNotes). Blank lines (sentence ends) are skipped.
+    (``(3(7)``, ``3)7)``), read left to right. Mentions nest and may span sentences. A file's columns are
+    tab-separated when its first token line has a tab (LitBank), else separated by runs of spaces (OntoNotes); a
+    file that mixes the two is refused, since a stray tab would otherwise turn a line into another layout. Blank
+    lines (sentence ends) are skipped, and a UTF-8 byte-order mark at the start of a file is read as one.
 
     This reads every file the CoNLL-2012 reference scorer (conll/reference-coreference-scorers v8.01) reads:
 
@@ -130,6 +160,8 @@ def read_conll_coreference(path_or_paths: str | Path | Sequence[str | Path]) -> 
       empty column, and its other columns are ``_``).
     * A double antecedent ``(12+13)`` is discarded (with a warning), as the scorer discards it.
     * ``#begin document (name);`` without a part is part 0; ``# begin document`` with spaces after ``#`` is read.
+      The text after ``#begin document `` is kept verbatim (`CorefDocument.header`): the scorer matches documents
+      by it, and `write_conll_coreference` writes it back.
 
     The one difference: the scorer reads the items of one cell in a fixed order (one-word mentions, then opens,
     then closes), so ``3)|(3`` (a mention of cluster 3 ends on the word where the next one of cluster 3 starts)
@@ -145,10 +177,12 @@ def read_conll_coreference(path_or_paths: str | Path | Sequence[str | Path]) -> 
     Raises:
         FileNotFoundError: If a path does not exist or a folder holds no CoNLL file (naming the patterns searched).
         TypeError: If ``path_or_paths`` is not a path or a sequence of paths.
-        ValueError: Naming the file, if it is not UTF-8 text. Naming ``file:line`` and the fix, for unbalanced
-            brackets (a close without an open of that cluster, a mention still open at ``#end document``), a
-            document never closed (or a ``#begin`` inside one), a token line outside a document or with 1, 3 or 4
-            columns, an unreadable coreference item, a document without words, or the same (name, part) twice.
+        ValueError: Naming the file, if it is not UTF-8 text or holds no ``#begin document`` block (empty or
+            blank). Naming ``file:line`` and the fix, for unbalanced brackets (a close without an open of that
+            cluster, a mention still open at ``#end document``), a document never closed (or a ``#begin`` inside
+            one), a token line outside a document or with 1, 3 or 4 columns, a token line whose columns are
+            separated otherwise than the file's first (tabs, spaces), an unreadable coreference item, a document
+            without words, or the same (name, part) twice.
 
     Example:
         >>> documents = read_conll_coreference("litbank/conll")  # doctest: +SKIP
@@ -229,22 +263,25 @@ def write_conll_coreference(
     """Write documents as a minimal CoNLL-2012 coreference file that `read_conll_coreference` and the reference
     scorer (conll/reference-coreference-scorers) read back.
 
-    Each document is a ``#begin document (name); part NNN`` line, one tab-separated line per word (name, part, word
-    index, word, coreference; ``-`` for none) and ``#end document``. A coreference cell lists, joined by ``|``, the
+    Each document is a ``#begin document`` line, one tab-separated line per word (name, part, word index, word,
+    coreference; ``-`` for none) and ``#end document``. A coreference cell lists, joined by ``|``, the
     closes of the mentions ending on the word, its one-word mentions, then the opens of the mentions starting on it,
     longer mentions first. Every document is read back before the file is written: mentions that brackets cannot
     express (two mentions of one cluster that cross, ``(0, 2)`` and ``(1, 3)``) raise instead of changing silently.
 
-    The reference scorer matches key and response documents by the exact text after ``#begin document``: write a
-    response with the key's part style (OntoNotes ``part 000``: ``part_digits=3``; LitBank ``part 0``: 1). It
-    reads the items of a cell in its own order (one-word mentions, opens, closes), so a mention of cluster N that
-    ends on the word where the next mention of cluster N starts (``N)|(N``) is misread by it, though not by
-    `read_conll_coreference`.
+    The reference scorer matches key and response documents by the exact text after ``#begin document ``, so a
+    document read from a file (`CorefDocument.header` set) gets its ``#begin document`` line back verbatim, and a
+    response built from a key document (with the key's header) matches it. A document built by hand (no header)
+    gets ``#begin document (name); part NNN``, the part padded to ``part_digits`` digits (OntoNotes ``part 000``:
+    3; LitBank ``part 0``: 1). The scorer reads the items of a cell in its own order (one-word mentions, opens,
+    closes), so a mention of cluster N that ends on the word where the next mention of cluster N starts
+    (``N)|(N``) is misread by it, though not by `read_conll_coreference`.
 
     Args:
         documents: One `CorefDocument` or a sequence of them, written in the given order.
         path: The file to write (its folder must exist); overwritten.
-        part_digits: Zero-padding of the part number (3: ``part 000``, OntoNotes; 1: ``part 0``, LitBank).
+        part_digits: Zero-padding of the part number of a document without a header (3: ``part 000``,
+            OntoNotes; 1: ``part 0``, LitBank).
 
     Returns:
         The path written.
@@ -252,8 +289,8 @@ def write_conll_coreference(
     Raises:
         TypeError: If ``documents`` are not `CorefDocument` objects.
         ValueError: If a name or word holds a tab or line break, a word is empty or a name is, a cluster id is
-            negative, two documents have the same (name, part), mentions of one cluster cross, or ``part_digits``
-            is not a positive int.
+            negative, two documents have the same (name, part), mentions of one cluster cross, a header names
+            another (name, part) than its document, or ``part_digits`` is not a positive int.
 
     Example:
         >>> import tempfile, os
@@ -310,14 +347,14 @@ def _document_block(document: CorefDocument, part_digits: int) -> str:
             cells[start].append(f"({cluster})")
     for index, starting in enumerate(opens):
         cells[index].extend(f"({cluster}" for _, cluster in sorted(starting, key=lambda item: -item[0]))
-    header = f"#begin document ({document.name}); part {document.part:0{part_digits}d}"
+    header = _header_line(document, part_digits)
     lines = [
         f"{document.name}\t{document.part}\t{index}\t{word}\t{'|'.join(cell) or '-'}"
         for index, (word, cell) in enumerate(zip(document.words, cells))
     ]
     reread = _OpenDocument(document.name, document.part, 1)
     for number, line in enumerate(lines, start=2):
-        _read_token_line(reread, line, f"{document.label} (as written), line {number}", number)
+        _read_token_line(reread, line, f"{document.label} (as written), line {number}", number, _TABS)
     if sorted(reread.mentions) != sorted(document.mentions):
         lost = sorted(set(document.mentions) - set(reread.mentions))
         raise ValueError(
@@ -325,6 +362,21 @@ def _document_block(document: CorefDocument, part_digits: int) -> str:
             "cross, e.g. (0, 2) and (1, 3)); give one of them another cluster id or drop it."
         )
     return "\n".join([header, *lines, "#end document"]) + "\n"
+
+
+def _header_line(document: CorefDocument, part_digits: int) -> str:
+    """The document's own ``#begin document`` line when it was read from one, else ``(name); part NNN``."""
+    if not document.header:
+        return f"#begin document ({document.name}); part {document.part:0{part_digits}d}"
+    line = f"#begin document {document.header}"
+    named = _named_part(line)
+    if named != (document.name, document.part):
+        raise ValueError(
+            f"{document.label}: its header {document.header!r} names document {named[0]!r} part {named[1]}, not "
+            f"{document.name!r} part {document.part}; set header='' to write '#begin document ({document.name}); "
+            "part N', or give the document the name and part of its header."
+        )
+    return line
 
 
 def _conll_files(path_or_paths: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -357,6 +409,7 @@ class _OpenDocument:
     name: str
     part: int
     begin_line: int
+    header: str = ""
     words: list[str] = field(default_factory=list)
     mentions: list[Mention] = field(default_factory=list)
     # cluster id -> stack of (first word, line) of its open mentions
@@ -367,7 +420,9 @@ def _read_coreference_file(path: Path) -> list[CorefDocument]:
     documents: list[CorefDocument] = []
     current: _OpenDocument | None = None
     line_number = 0
-    with named_decode_errors(path, "CoNLL file"), path.open(encoding="utf-8") as handle:
+    layout: _Layout | None = None
+    # "utf-8-sig": a byte-order mark (Windows editors write one) is not part of the first line.
+    with named_decode_errors(path, "CoNLL file"), path.open(encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, start=1):
             line = line.rstrip("\n").rstrip("\r")
             where = f"{path}:{line_number}"
@@ -391,31 +446,69 @@ def _read_coreference_file(path: Path) -> list[CorefDocument]:
                         f"{where}: a line outside a '#begin document' ... '#end document' block; every token line "
                         "must be inside a document."
                     )
-                _read_token_line(current, line, where, line_number)
+                layout = layout or _Layout(_TABS if "\t" in line else _SPACES, line_number)
+                _read_token_line(current, line, where, line_number, layout.check(line, where))
     if current is not None:
         raise ValueError(
             f"{path}:{current.begin_line}: document {current.name!r} part {current.part} begins here but is never "
             f"closed (the file ends at line {line_number}); add '#end document' after its last token."
         )
+    if not documents:
+        content = "it is empty" if not line_number else f"its {line_number} line(s) are blank"
+        raise ValueError(
+            f"{path}: the CoNLL file holds no '#begin document' block ({content}); give a CoNLL-2012 file of "
+            "'#begin document (name); part 0' ... '#end document' blocks, or remove it."
+        )
     return documents
 
 
+@dataclass
+class _Layout:
+    """How the columns of a file are separated, decided by its first token line (`first_line`)."""
+
+    separator: str
+    first_line: int
+
+    def check(self, line: str, where: str) -> str:
+        """The layout of `line`, refused when it is not the file's: one stray tab in a space-separated line would
+        make it a tab-separated line of other columns (``story 0 0 Ann<TAB>(1)``: two columns, the word lost)."""
+        has_tab = "\t" in line
+        if has_tab != (self.separator == _TABS):
+            first = "has tabs" if self.separator == _TABS else "has none"
+            raise ValueError(
+                f"{where}: this token line has {'a tab' if has_tab else 'no tab'}, but the file's first token line "
+                f"(line {self.first_line}) {first}, so its columns are {self.separator}; separate the columns of "
+                "every line by tabs, or of every line by spaces."
+            )
+        return self.separator
+
+
 def _begin_document(line: str, where: str, line_number: int) -> _OpenDocument:
+    name, part = _named_part(line)
+    if not name:
+        raise ValueError(f"{where}: '#begin document' without a name; write '#begin document (name); part 0'.")
+    scorer_id = _SCORER_DOCUMENT_ID.match(line)
+    # A line the scorer does not read as a begin ("#begin document(x)") has no header: it is written the usual way.
+    header = scorer_id.group(1) if scorer_id else ""
+    return _OpenDocument(name, part, line_number, header=header)
+
+
+def _named_part(line: str) -> tuple[str, int]:
+    """(name, part) of a ``#begin document (name); part N`` line; the name is "" when it has none."""
     match = _BEGIN_DOCUMENT.match(line)
     name = match.group("name") if match else ""
     if name.startswith("(") and name.endswith(")"):
         name = name[1:-1]
-    if not name:
-        raise ValueError(f"{where}: '#begin document' without a name; write '#begin document (name); part 0'.")
-    return _OpenDocument(name, int(match.group("part") or 0), line_number)
+    return name, int(match.group("part") or 0) if match else 0
 
 
-def _read_token_line(document: _OpenDocument, line: str, where: str, line_number: int) -> None:
-    if "\t" in line:
+def _read_token_line(document: _OpenDocument, line: str, where: str, line_number: int, layout: str) -> None:
+    if layout == _TABS:
         columns = line.split("\t")
         width = len(columns)
         while len(columns) > 1 and not columns[-1].strip():
             columns.pop()
+        _refuse_spaced_document_id(columns, where)
     else:
         columns = line.split()
         width = len(columns)
@@ -448,6 +541,17 @@ def _read_token_line(document: _OpenDocument, line: str, where: str, line_number
                 continue
             opens, cluster, closes = bool(match.group(2)), int(match.group(3)), bool(match.group(4))
             _read_item(document, opens, cluster, closes, word_index, where, line_number)
+
+
+def _refuse_spaced_document_id(columns: list[str], where: str) -> None:
+    """A tab-separated two-column line is ``document_id<TAB>coreference``; an id with spaces in it is a line of
+    space-separated columns with a tab before the last (``story 0 0 Ann<TAB>(1)``), whose word would be lost."""
+    if len(columns) == 2 and len(columns[0].split()) > 1:
+        raise ValueError(
+            f"{where}: the first of this line's 2 tab-separated columns, {columns[0]!r}, holds spaces: its columns "
+            "look separated by spaces, with a tab before the last one; separate the columns of every line by tabs, "
+            "or of every line by spaces."
+        )
 
 
 def _read_item(
@@ -483,7 +587,8 @@ def _end_document(document: _OpenDocument, path: Path, line_number: int) -> Core
             "remove the empty block."
         )
     return CorefDocument(
-        document.name, document.part, document.words, document.mentions, source=f"{path}:{document.begin_line}"
+        document.name, document.part, document.words, document.mentions, source=f"{path}:{document.begin_line}",
+        header=document.header,
     )
 
 

@@ -263,7 +263,7 @@ def clusters_from_memory_log(
             None, overwrite >= coref in the cell written most; a number, the overwrite share of its write reaches it.
 
     Returns:
-        The response document: mentions ``(first_word, last_word, entity)``.
+        The response document: the words and header of `document`, mentions ``(first_word, last_word, entity)``.
     """
     overwrite = torch.as_tensor(np.asarray(overwrite_probs, dtype=np.float32))
     coref = torch.as_tensor(np.asarray(coref_probs, dtype=np.float32))
@@ -282,7 +282,7 @@ def clusters_from_memory_log(
     for word, entity in zip(word_ids, entities):
         if entity is not None and word not in word_entity:
             word_entity[word] = entity
-    return CorefDocument(document.name, document.part, document.words, _nested_mentions(document.words, word_entity))
+    return document.with_mentions(_nested_mentions(document.words, word_entity))
 
 
 def _nested_mentions(words: list[str], word_entity: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -360,4 +360,4 @@ def _cluster_gold_mentions(
         else:
             entity, next_singleton = next_singleton, next_singleton + 1
         mentions.append((first, last, entity))
-    return CorefDocument(document.name, document.part, document.words, mentions)
+    return document.with_mentions(mentions)

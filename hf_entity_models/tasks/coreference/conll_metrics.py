@@ -57,7 +57,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 
-from .conll import CorefDocument, read_conll_coreference
+from .conll import UNKNOWN_WORD, CorefDocument, read_conll_coreference
 
 __all__ = [
     "CONLL_METRICS",
@@ -88,7 +88,7 @@ class _Totals:
 
 
 def score_coreference(
-    key: _Source, response: _Source, keep_singletons: bool = True
+    key: _Source, response: _Source, keep_singletons: bool = True, check_words: bool = True
 ) -> dict[str, dict[str, float] | float]:
     """Scores coreference clusters as the CoNLL-2012 reference scorer (v8.01) does, plus LEA.
 
@@ -104,6 +104,11 @@ def score_coreference(
         keep_singletons: Score clusters of one mention (True, the reference scorer's behaviour and LitBank's
             convention). False removes them from key and response before scoring (OntoNotes / CoNLL-2012, whose key
             has none). A cluster whose mentions all have the same span counts as a singleton.
+        check_words: Refuse a response document whose words differ from its key document's (True): mentions are
+            word indices, so a response of another text would be scored as if it were of the key's. The reference
+            scorer does not compare words; its own test files name the words of invented mentions differently in
+            key and response (``jnk`` / ``x``), and False scores such files as it does. A side whose words are all
+            ``"_"`` (the two-column layout, which has none) is compared by its number of words only.
 
     Returns:
         ``{"muc": {"recall": r, "precision": p, "f1": f}, "bcub": {...}, "ceafm": {...}, "ceafe": {...},
@@ -113,7 +118,7 @@ def score_coreference(
     Raises:
         ValueError: If the key has no document, two documents of one side have the same (name, part), a response
             document has no key document, a key and a response document of one (name, part) differ in their number of
-            words, or the response repeats more than `MAX_REPEATED_RESPONSE_MENTIONS` key-matched mentions (the
+            words or (with ``check_words``) in a word, or the response repeats more than `MAX_REPEATED_RESPONSE_MENTIONS` key-matched mentions (the
             reference scorer refuses to score it). Reading files raises what `read_conll_coreference` raises.
         TypeError: If ``key`` or ``response`` is none of the accepted forms, or ``keep_singletons`` not a bool.
 
@@ -128,8 +133,9 @@ def score_coreference(
         >>> score_coreference([key], [])["muc"]["recall"]  # no response document: an empty response
         0.0
     """
-    if not isinstance(keep_singletons, bool):
-        raise TypeError(f"keep_singletons must be True or False, got {keep_singletons!r}.")
+    for name, value in (("keep_singletons", keep_singletons), ("check_words", check_words)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}.")
     key_documents = _documents_by_name(key, "key")
     if not key_documents:
         raise ValueError("The key holds no document: pass the gold CoNLL file(s) or CorefDocument objects as key.")
@@ -145,12 +151,8 @@ def score_coreference(
     totals = _Totals()
     for name, key_document in key_documents.items():
         response_document = response_documents.get(name)
-        if response_document is not None and len(response_document.words) != len(key_document.words):
-            raise ValueError(
-                f"Document {name[0]!r} part {name[1]}: the key has {len(key_document.words)} words "
-                f"({key_document.label}) but the response {len(response_document.words)} ({response_document.label}); "
-                "mentions are word indices, so both must tokenise the document identically."
-            )
+        if response_document is not None:
+            _check_same_words(key_document, response_document, check_words)
         _score_document(key_document, response_document, keep_singletons, totals)
     repeated = sum(count for _, count in totals.repeated_mentions)
     if repeated > MAX_REPEATED_RESPONSE_MENTIONS:
@@ -164,6 +166,30 @@ def score_coreference(
 
 
 # ------------------------------------------------------------------------------------------------ inputs
+def _check_same_words(key: CorefDocument, response: CorefDocument, check_words: bool) -> None:
+    """Refuse a response of another text than its key: mentions are word indices, so a response of other words (of
+    the same number) would score as if it were of the key's. A side without words (every word `UNKNOWN_WORD`, the
+    two-column layout of the reference scorer's test files), or `check_words` False, checks the number alone."""
+    if len(response.words) != len(key.words):
+        raise ValueError(
+            f"Document {key.name!r} part {key.part}: the key has {len(key.words)} words ({key.label}) but the "
+            f"response {len(response.words)} ({response.label}); mentions are word indices, so both must tokenise "
+            "the document identically."
+        )
+    if not check_words or key.words == response.words or not _has_words(key) or not _has_words(response):
+        return
+    index = next(i for i, (mine, theirs) in enumerate(zip(key.words, response.words)) if mine != theirs)
+    raise ValueError(
+        f"Document {key.name!r} part {key.part}: word {index} is {key.words[index]!r} in the key but "
+        f"{response.words[index]!r} in the response ({key.label}; {response.label}); mentions are word indices into "
+        "one text, so score the response against the key it was made from."
+    )
+
+
+def _has_words(document: CorefDocument) -> bool:
+    return any(word != UNKNOWN_WORD for word in document.words)
+
+
 def _documents_by_name(source: _Source, side: str) -> dict[tuple[str, int], CorefDocument]:
     if isinstance(source, CorefDocument):
         documents = [source]

@@ -222,9 +222,13 @@ class ConllTrainingResult:
     epoch_seconds: list[float] = field(default_factory=list)
 
 
-def _documents(source: str | os.PathLike | Sequence[Any]) -> list[CorefDocument]:
+def _documents(source: str | os.PathLike | Sequence[Any], what: str) -> list[CorefDocument]:
+    """The documents of `source` (files, folders or `CorefDocument` objects); `what` names them in errors."""
     if isinstance(source, (str, os.PathLike)):
         return read_conll_coreference(source)
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)) and not source:
+        raise ValueError(f"The {what} documents are an empty list; pass at least one CorefDocument, CoNLL file or "
+                         "folder.")
     if isinstance(source, Sequence) and source and all(isinstance(item, CorefDocument) for item in source):
         return list(source)
     if isinstance(source, Sequence) and source and all(isinstance(item, (str, Path)) for item in source):
@@ -339,7 +343,8 @@ def train_on_conll(
             "updated hundreds of times can grow until the similarity overflows (NaN losses on LitBank). "
             "coref_update_mlp='tanh_linear' (the authors' code) keeps the memory bounded."
         )
-    train_documents, validation_documents = _documents(train_source), _documents(validation_source)
+    train_documents = _documents(train_source, "training")
+    validation_documents = _documents(validation_source, "validation")
     documents_by_name(validation_documents, "validation")  # a document given twice: refused before training
     _warn_about_shared_documents(train_documents, validation_documents)
     if antecedents is None:
@@ -384,7 +389,7 @@ def train_on_conll(
     report_metrics = None
     if report_source is not None:
         chosen = (validation_metrics["mention_threshold"], validation_metrics["new_entity_threshold"])
-        report_metrics = evaluate_conll(trainer, _documents(report_source), tokenizer, chosen, cache_dir)
+        report_metrics = evaluate_conll(trainer, _documents(report_source, report_split), tokenizer, chosen, cache_dir)
         _record_conll_scores(model.config, report_metrics, dataset, dataset_name, report_split)
     return ConllTrainingResult(trainer, validation_metrics, report_metrics, timer.epoch_seconds)
 

@@ -619,7 +619,7 @@ def _cluster_document(document: CorefDocument, spans: Sequence[tuple[int, int]])
     for start, end in sorted(set(spans), key=lambda span: (span[0], -span[1])):
         linker.link(_type_mention(analysis, start, end))
     mentions = [(mention.start, mention.end, entity.identifier) for mention, entity in linker.linked]
-    return CorefDocument(document.name, document.part, list(document.words), mentions, source=document.source)
+    return document.with_mentions(mentions)
 
 
 def rule_baseline_clusters(documents: Sequence[CorefDocument], mentions: str = "rule") -> list[CorefDocument]:

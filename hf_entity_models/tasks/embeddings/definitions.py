@@ -91,7 +91,7 @@ def read_wordnet_glosses(path: str | os.PathLike, single_words_only: bool = True
         raise FileNotFoundError(f"No WordNet glosses file at {path}.")
     rows: dict[str, list[str]] = {column: [] for column in DEFINITION_COLUMNS}
     multi_word = 0
-    with named_decode_errors(path, "WordNet glosses file"), path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "WordNet glosses file"), path.open(encoding="utf-8-sig") as handle:
         first_line = handle.readline()
         if not first_line.strip():
             raise ValueError(
@@ -290,26 +290,26 @@ def _load_definitions_file(path: Path, single_words_only: bool) -> datasets.Data
 def _read_definitions_file(path: Path, single_words_only: bool) -> datasets.Dataset:
     suffix = path.suffix.lower()
     if suffix == ".tsv":
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:
             header = handle.readline().rstrip("\r\n").split("\t")
         if tuple(header) == WORDNET_COLUMNS:
             return read_wordnet_glosses(path, single_words_only=single_words_only)
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             _check_header(path, reader.fieldnames, "tab")
             records = list(reader)
     elif suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
             _check_header(path, reader.fieldnames, "comma")
             records = list(reader)
     elif suffix == ".json":
-        records = json.loads(path.read_text(encoding="utf-8"))
+        records = json.loads(path.read_text(encoding="utf-8-sig"))
         if not isinstance(records, list):
             raise ValueError(f"{path}: a .json definitions file is a list of objects, got {type(records).__name__}.")
     elif suffix == ".jsonl":
         records = []
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:
             for line_number, line in enumerate(handle, start=1):
                 if line.strip():
                     try:

@@ -227,7 +227,7 @@ def read_task_texts(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> l
             raise FileNotFoundError(f"The task-text file {file} does not exist.")
         with named_decode_errors(file, "task-text file"):
             # Split at line ends only: str.splitlines would also split a text at characters such as U+2028.
-            lines = file.read_text(encoding="utf-8").split("\n")
+            lines = file.read_text(encoding="utf-8-sig").split("\n")
         texts += [line.rstrip("\r") for line in lines if line.strip()]
     if not texts:
         raise ValueError(

@@ -73,7 +73,7 @@ def read_word_similarity(path: str | Path) -> list[tuple[str, str, float]]:
     if not path.is_file():
         raise FileNotFoundError(f"No word-similarity file at {path}.")
     pairs = []
-    with named_decode_errors(path, "word-similarity file"), path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "word-similarity file"), path.open(encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields or fields[0].startswith("#"):

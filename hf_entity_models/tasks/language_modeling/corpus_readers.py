@@ -28,6 +28,7 @@ from pathlib import Path
 
 from transformers.utils import logging
 
+from ..coreference.conll import UNKNOWN_WORD, read_conll_coreference
 from ..text_files import conll_files_in, named_decode_errors, not_utf8_error
 
 logger = logging.get_logger(__name__)
@@ -74,7 +75,7 @@ def read_gap_texts(path: str | Path) -> list[str]:
     """
     path = _existing_file(path, "GAP TSV file")
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
-    with named_decode_errors(path, "GAP file"), path.open(encoding="utf-8", newline="") as handle:
+    with named_decode_errors(path, "GAP file"), path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
@@ -175,8 +176,9 @@ def read_litbank_documents(conll_dir: str | Path) -> list[str]:
 
     Raises:
         FileNotFoundError: If the folder does not exist or holds no CoNLL file (naming the patterns searched).
-        ValueError: If a file is not UTF-8 text, a token line has fewer than 4 columns, a token appears outside a document, or documents are
-            not properly opened and closed.
+        ValueError: What `read_conll_coreference` refuses (a file that is not UTF-8 text or holds no document, a
+            token line of another column count or layout, a token outside a document, unbalanced brackets), and a
+            document without words (the two-column layout).
 
     Example:
         >>> books = read_litbank_documents("litbank/conll")  # doctest: +SKIP
@@ -279,7 +281,7 @@ def _iter_squad_contexts(path: Path):
         compressed = handle.read(2) == b"\x1f\x8b"
     opener = gzip.open if compressed else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with opener(path, "rt", encoding="utf-8-sig") as handle:
             payload = json.load(handle)
     except UnicodeDecodeError as error:
         raise not_utf8_error(path, "SQuAD JSON file", error) from error
@@ -301,38 +303,13 @@ def _iter_squad_contexts(path: Path):
 
 
 def _read_conll_documents(path: Path) -> list[str]:
-    documents: list[str] = []
-    tokens: list[str] | None = None  # the open document's tokens; None outside a document
-    name = ""
-    with named_decode_errors(path, "CoNLL file"), path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if line.startswith("#begin document"):
-                if tokens is not None:
-                    raise ValueError(f"{path}:{line_number}: '#begin document' inside the open document {name!r}.")
-                tokens, name = [], line[len("#begin document") :].strip()
-            elif line.startswith("#end document"):
-                if tokens is None:
-                    raise ValueError(f"{path}:{line_number}: '#end document' without '#begin document'.")
-                if tokens:
-                    documents.append(" ".join(tokens))
-                else:
-                    logger.warning(f"{path}: document {name!r} has no token; skipped.")
-                tokens = None
-            elif not line.strip():
-                continue  # sentence boundary: sentences are joined by a space like tokens
-            else:
-                columns = line.split("\t") if "\t" in line else line.split()
-                if len(columns) < 4:
-                    raise ValueError(
-                        f"{path}:{line_number}: a token line needs at least 4 columns (the word is the 4th), got "
-                        f"{len(columns)}."
-                    )
-                if tokens is None:
-                    raise ValueError(
-                        f"{path}:{line_number}: token outside a '#begin document' ... '#end document' block."
-                    )
-                tokens.append(columns[3])
-    if tokens is not None:
-        raise ValueError(f"{path}: document {name!r} is not closed by '#end document'.")
-    return documents
+    """The documents of one CoNLL file as text, read by the coreference reader (one reader, one set of rules: BOM,
+    a file's column layout, brackets), refusing a file without words (the two-column layout has none)."""
+    documents = read_conll_coreference(path)
+    for document in documents:
+        if all(word == UNKNOWN_WORD for word in document.words):
+            raise ValueError(
+                f"{document.label}: the document has no words (only '{UNKNOWN_WORD}', as in the two-column layout "
+                "'document_id coreference'); a text corpus needs CoNLL files with the word in the 4th column."
+            )
+    return [" ".join(document.words) for document in documents]

@@ -43,7 +43,7 @@ def read_lambada(path: str | Path) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"The LAMBADA file {path} does not exist.")
     texts = []
-    with named_decode_errors(path, "LAMBADA file"), path.open(encoding="utf-8") as handle:
+    with named_decode_errors(path, "LAMBADA file"), path.open(encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, start=1):
             where = f"{path}:{line_number}"
             if not line.strip():

@@ -779,7 +779,7 @@ def read_squad_gold(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[
     else:
         path = Path(source)
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with opener(path, "rt", encoding="utf-8-sig") as handle:
             try:
                 content = json.load(handle)
             except json.JSONDecodeError as error:
