@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import json
 import math
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from .common import (
     add_threads_option,
     check_location,
     entry_names,
-    hidden_sibling,
     is_nonempty_folder,
     listing,
     positive_int,
@@ -259,22 +257,17 @@ def _is_saved_reader(folder: Path) -> bool:
 def _replacing_definitions_checkpoint(output_dir: Path) -> Iterator[Path]:
     """`train`'s `replacing_checkpoint` (a staging folder next to `output_dir`, moved into place when the block
     completes; in a folder with the user's files, only the checkpoint files replaced), where the reader folder of an
-    earlier run counts as part of its checkpoint: it steps aside just before the swap, and is deleted once the new
-    checkpoint is in place, or put back if the swap fails. An interrupted run leaves `output_dir` as it was."""
-    old_reader = output_dir.resolve() / READER_FOLDER
-    retired: Path | None = None
-    try:
-        with replacing_checkpoint(output_dir) as staging:
-            yield staging
-            if _is_saved_reader(old_reader):
-                retired = hidden_sibling(output_dir.resolve(), "replaced-reader")
-                old_reader.rename(retired)
-    except BaseException:
-        if retired is not None and retired.exists() and not old_reader.exists():
-            retired.rename(old_reader)
-        raise
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
+    earlier run counts as part of its checkpoint: it is replaced, or put back, with the checkpoint files, by the same
+    renames that hold Ctrl-C back until they are done. An interrupted run leaves `output_dir` as it was."""
+    with replacing_checkpoint(output_dir, also_replaced=_earlier_reader) as staging:
+        yield staging
+
+
+def _earlier_reader(folder: Path) -> list[Path]:
+    """The reader folder an earlier run saved in `folder`, which a new checkpoint replaces (none: nothing, or the
+    user's folder of that name)."""
+    reader = folder / READER_FOLDER
+    return [reader] if _is_saved_reader(reader) else []
 
 
 def _check_reader_fits(args: argparse.Namespace) -> None:
