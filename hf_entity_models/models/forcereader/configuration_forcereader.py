@@ -6,6 +6,9 @@ It imports only ``transformers``, ``huggingface_hub``, the standard library and 
 """
 
 import math
+import numbers
+import os
+from typing import Any
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
@@ -141,7 +144,10 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
             and inference. `train_on_squad` chooses it on the validation questions among `BRANCH_WEIGHTS` and stores
             it (the branch fits its training questions faster than it learns to read: a weight below 1 keeps what
             of it carries to other articles; 0 answers with the QCP token head alone). Only used with the QCP token
-            head.
+            head. A finite number >= 0, checked whenever it is set (`config.branch_weight = -1.0` raises).
+        branch_weight_validation_f1 (`dict[str, float]`, *optional*):
+            The validation F1 at each weight (as a string, e.g. `"0.25"`) `train_on_squad` tried when it chose
+            `branch_weight` (`record_branch_weight`); None when it was not chosen on validation (the card says so).
         conditional_background_attention (`bool`, *optional*, defaults to `True`):
             Conditional Background Attention (3.3, Eq. 3): the Q2P / P2Q attention scores are conditioned on h_QCP
             (see `background_attention_side`). Needs `"qcp"` in `reading_modes`. Without it, h_QCP is added to the
@@ -220,6 +226,7 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
     branch_dropout: float | int = 0.0
     branch_gate: bool = False
     branch_weight: float | int = 1.0
+    branch_weight_validation_f1: dict[str, float] | None = None
     background_attention_side: str = "query"
     scale_mode_attention: bool = False
     null_score_diff_threshold: float | int = 0.0
@@ -235,7 +242,20 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
         self.reading_modes = list(self.reading_modes)
         self.interaction_kernel_sizes = [int(size) for size in self.interaction_kernel_sizes]
         super().__post_init__(**kwargs)
-        self._check_values()
+        self.validate_values()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A bad value is refused when set, not only when built: saved, it would make a folder that no longer loads.
+        # Checks across fields run when the config is built, validated or saved (related fields are set one by one).
+        problem = _field_problem(name, value)
+        _require(problem is None, problem)
+        super().__setattr__(name, value)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """`PreTrainedConfig.save_pretrained`, raising a one-line ValueError for an invalid config (e.g. a value set
+        through `config.__dict__`) before anything is written: transformers validates after writing the code."""
+        self.validate_values()
+        super().save_pretrained(save_directory, *args, **kwargs)
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs) -> "ForceReaderConfig":
@@ -278,13 +298,12 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
         two-head training switches apply only then)."""
         return self.scores_qcp_tokens  # the QCP mode needs separate encoding, so the branch exists too
 
-    def _check_values(self) -> None:
-        unknown = [mode for mode in self.reading_modes if mode not in READING_MODES]
-        _require(not unknown, f"reading_modes must be taken from {READING_MODES}, got unknown {unknown}.")
-        _require(
-            len(set(self.reading_modes)) == len(self.reading_modes),
-            f"reading_modes must not repeat a mode, got {self.reading_modes}.",
-        )
+    def validate_values(self) -> None:
+        """Every check of the fields' values (a `validate_*` method, so `validate()` runs it too): each field's own,
+        again (a value may have been set past `__setattr__`), then those across fields."""
+        for name in self.__dataclass_fields__:
+            problem = _field_problem(name, getattr(self, name))
+            _require(problem is None, problem)
         _require(
             self.separate_encoding or not (self.reading_modes or self.interactive_reasoning),
             "reading_modes and interactive_reasoning work on the separate question and passage encodings: set "
@@ -295,40 +314,6 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
             "conditional_background_attention conditions the attention on the QCP mode's [CLS]: add 'qcp' to "
             "reading_modes or set conditional_background_attention=False.",
         )
-        _require(
-            self.interaction_head in INTERACTION_HEADS,
-            f"interaction_head must be one of {INTERACTION_HEADS}, got {self.interaction_head!r}.",
-        )
-        _require(
-            self.background_attention_side in BACKGROUND_ATTENTION_SIDES,
-            f"background_attention_side must be one of {BACKGROUND_ATTENTION_SIDES}, got "
-            f"{self.background_attention_side!r}.",
-        )
-        _require(
-            self.head_training in HEAD_TRAININGS,
-            f"head_training must be one of {HEAD_TRAININGS}, got {self.head_training!r}.",
-        )
-        _require(
-            0.0 <= self.branch_dropout <= 1.0,
-            f"branch_dropout must be a probability in [0, 1], got {self.branch_dropout!r}.",
-        )
-        _require(
-            math.isfinite(float(self.branch_weight)) and self.branch_weight >= 0,
-            f"branch_weight must be a finite number >= 0, got {self.branch_weight!r}.",
-        )
-        _require(self.interaction_channels >= 1, f"interaction_channels must be >= 1, got {self.interaction_channels}.")
-        _require(
-            len(self.interaction_kernel_sizes) >= 1 and all(size >= 1 and size % 2 == 1 for size in self.interaction_kernel_sizes),
-            f"interaction_kernel_sizes must be a non-empty list of odd sizes, got {self.interaction_kernel_sizes}.",
-        )
-        _require(
-            not isinstance(self.null_score_diff_threshold, bool)
-            and math.isfinite(float(self.null_score_diff_threshold)),
-            f"null_score_diff_threshold must be a finite number, got {self.null_score_diff_threshold!r}: a non-finite "
-            "threshold makes the model always or never answer; choose one on validation (choose_null_threshold) or "
-            "use 0.0.",
-        )
-        _require(0.0 <= self.classifier_dropout < 1.0, f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}.")
         limits = {"interaction_channels": WIDTH_LIMIT, "interaction_kernel_sizes": KERNEL_SIZE_LIMIT}
         check_size_limits(self, limits, self._parameter_estimate())
 
@@ -343,6 +328,58 @@ class ForceReaderConfig(CheckpointConfigMixin, PreTrainedConfig):
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(message)
+
+
+# The fields whose values `_field_problem` checks against a list of choices.
+_CHOICES = {
+    "interaction_head": INTERACTION_HEADS,
+    "background_attention_side": BACKGROUND_ATTENTION_SIDES,
+    "head_training": HEAD_TRAININGS,
+}
+
+
+def _field_problem(name: str, value: Any) -> str | None:
+    """What is wrong with the value of one field, checked on its own (None when nothing is, or for a field without a
+    check of its own): run when the field is set, and on every field when the config is built, validated or saved."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)  # a comparison with NaN is False
+    if name in _CHOICES:
+        return None if value in _CHOICES[name] else f"{name} must be one of {_CHOICES[name]}, got {value!r}."
+    if name == "reading_modes":
+        unknown = [mode for mode in value if mode not in READING_MODES]
+        if unknown:
+            return f"reading_modes must be taken from {READING_MODES}, got unknown {unknown}."
+        return None if len(set(value)) == len(value) else f"reading_modes must not repeat a mode, got {list(value)}."
+    if name == "branch_dropout" and not (number and 0 <= value <= 1):
+        return f"branch_dropout must be a probability in [0, 1], got {value!r}."
+    if name == "branch_weight" and not (number and 0 <= value < math.inf):
+        return f"branch_weight must be a finite number >= 0, got {value!r}: 0 answers with the QCP token head alone."
+    if name == "branch_weight_validation_f1" and not (value is None or _is_weight_record(value)):
+        return (
+            "branch_weight_validation_f1 must map branch weights (finite numbers >= 0, as strings such as \"0.25\") "
+            f"to finite F1 scores, got {value!r}: record a choice with record_branch_weight, or set it to None."
+        )
+    if name == "interaction_channels" and not value >= 1:
+        return f"interaction_channels must be >= 1, got {value}."
+    if name == "interaction_kernel_sizes" and not (value and all(size >= 1 and size % 2 == 1 for size in value)):
+        return f"interaction_kernel_sizes must be a non-empty list of odd sizes, got {value}."
+    if name == "null_score_diff_threshold" and not (number and -math.inf < value < math.inf):
+        return (
+            f"null_score_diff_threshold must be a finite number, got {value!r}: a non-finite threshold makes the model "
+            "always or never answer; choose one on validation (choose_null_threshold) or use 0.0."
+        )
+    if name == "classifier_dropout" and not (number and 0 <= value < 1):
+        return f"classifier_dropout must be in [0, 1), got {value}."
+    return None
+
+
+def _is_weight_record(record: Any) -> bool:
+    try:  # a weight that is no number, or an F1 that cannot be compared, raises
+        return isinstance(record, dict) and all(
+            isinstance(weight, str) and 0 <= float(weight) < math.inf and -math.inf < f1 < math.inf
+            for weight, f1 in record.items()
+        )
+    except (TypeError, ValueError):
+        return False
 
 
 __all__ = [

@@ -297,8 +297,14 @@ def choose_branch_weight(
     One forward pass: the heads' logits are computed once (branch weight 1) and combined for every weight. Returns
     (the weight, F1 per weight, the answers at that weight); the model's config is left as it was.
 
-    Choose on data you do not report (validation articles), as for the no-answer threshold.
+    Choose on data you do not report (validation articles), as for the no-answer threshold; `record_branch_weight`
+    stores the choice in the config.
+
+    Raises:
+        ValueError: The model has no separate-encoding branch (a ForceReader without the QCP token head, or another
+            model), or `weights` is empty or holds a negative or non-finite weight; before any forward pass.
     """
+    _check_branch_weight_choice(model, weights)
     configured = model.config.branch_weight
     model.config.branch_weight = 1.0
     try:
@@ -320,6 +326,63 @@ def choose_branch_weight(
             scores[weight] = find_best_thresholds(answers[weight].predictions, gold, answers[weight].null_odds).best_f1
     best = max(weights, key=lambda weight: (scores[weight], weight))
     return best, scores, answers[best]
+
+
+def _check_branch_weight_choice(model: nn.Module, weights: tuple[float, ...]) -> None:
+    """Refuse what `choose_branch_weight` cannot choose among, before its forward pass over every feature."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "has_two_heads", False):
+        which = (
+            f"preset {config.preset!r}: only a ForceReader with the QCP token head, 'qcp' in reading_modes and "
+            "qcp_passage_logits=True, answers with two heads"
+            if hasattr(config, "preset") else "it is not a ForceReader with two answer heads"
+        )
+        raise ValueError(
+            f"{type(model).__name__} has no separate-encoding branch to weigh ({which}): choose a branch weight only "
+            "for such a reader, and evaluate this one as it is (evaluate_squad)."
+        )
+    if not weights:
+        raise ValueError(
+            f"weights is empty: pass at least one weight >= 0 to choose among (the default is {BRANCH_WEIGHTS})."
+        )
+    if not all(
+        isinstance(weight, numbers.Real) and not isinstance(weight, bool) and math.isfinite(weight) and weight >= 0
+        for weight in weights
+    ):
+        raise ValueError(
+            f"weights must be finite numbers >= 0, got {tuple(weights)!r}: pass branch weights such as the default "
+            f"{BRANCH_WEIGHTS} (0 answers with the QCP token head alone)."
+        )
+
+
+def record_branch_weight(config: Any, weight: float, f1_per_weight: dict[float, float]) -> None:
+    """Store a branch weight chosen on validation (`choose_branch_weight`) in a ForceReader config: the weight in
+    `config.branch_weight` and the validation F1 of every weight tried in `config.branch_weight_validation_f1` (what
+    the model card reads to say that the weight was chosen on validation).
+
+    Raises:
+        ValueError: The weight is negative or not finite, or is not among the weights tried.
+
+    Example:
+
+    ```python
+    >>> from transformers import BertConfig
+    >>> from hf_entity_models import ForceReaderConfig
+    >>> encoder = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    >>> config = ForceReaderConfig.from_preset("forcereader", encoder_config=encoder)
+    >>> record_branch_weight(config, 0.25, {0.0: 40.0, 0.25: 41.5, 1.0: 30.0})
+    >>> config.branch_weight, config.branch_weight_validation_f1
+    (0.25, {'0.0': 40.0, '0.25': 41.5, '1.0': 30.0})
+
+    ```
+    """
+    if weight not in f1_per_weight:
+        raise ValueError(
+            f"branch weight {weight!r} is not among the weights tried ({sorted(f1_per_weight)}): record the weight "
+            "choose_branch_weight returned with the F1 per weight it returned."
+        )
+    config.branch_weight = weight
+    config.branch_weight_validation_f1 = {str(float(tried)): float(f1) for tried, f1 in f1_per_weight.items()}
 
 
 def score_answers(
@@ -494,7 +557,8 @@ def train_on_squad(
     `model.config.null_score_diff_threshold` (the pipeline and `evaluate_squad` use it), and the recorded
     validation scores are those at that threshold: they were selected on the validation questions, so report them
     as such, or evaluate again on questions of other articles. The scores are recorded in `config.evaluation_results`
-    (and the model card) when the config records results.
+    (and the model card) when the config records results. A ForceReader with two heads gets the branch weight with the
+    best validation F1 (`choose_branch_weight`), stored with the F1 of every weight tried (`record_branch_weight`).
 
     Under ``accelerate launch`` every process calls it: the Trainer trains data-parallel, the main process builds
     the feature caches first (the others then read them), and the validation features are shared between the
@@ -534,7 +598,7 @@ def train_on_squad(
         weight, branch_weight_f1, answers = choose_branch_weight(
             trained, validation_examples, validation_features, eval_batch_size, distributed=args.world_size > 1
         )
-        trained.config.branch_weight = weight
+        record_branch_weight(trained.config, weight, branch_weight_f1)
         logger.info(f"Branch weight {weight} chosen on validation (F1 per weight: {branch_weight_f1}).")
     else:
         answers = _answers_from_features(
