@@ -247,11 +247,17 @@ def load_model(
         **overrides: Config fields passed to `from_pretrained`.
 
     Raises:
-        CliError: The checkpoint cannot be loaded, or needs code of its own that the command may not run
-            (`trust_remote_code_for`).
+        CliError: The checkpoint cannot be loaded (a folder without config.json, a damaged one), or needs code of
+            its own that the command may not run (`trust_remote_code_for`).
     """
     from safetensors import SafetensorError
 
+    from ..models._shared.checkpoints import CheckpointError, refuse_folder_without_config
+
+    try:  # before transformers reads it: the Auto classes would say "Unrecognized model ... should have a model_type"
+        refuse_folder_without_config(location, {})
+    except CheckpointError as error:
+        raise CliError(str(error)) from None
     trust_remote_code = trust_remote_code_for(location)
     try:
         with held_back_loading_output(quiet_progress=Path(location).is_dir()):

@@ -20,8 +20,10 @@ from typing import Any
 
 PROGRAM = "hf-entity"
 DEBUG_VARIABLE = "HF_ENTITY_DEBUG"
-# A Hub repository id ("user/name" or "name"): such a location need not exist on disk.
-HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+# A Hub repository id ("user/name" or "name"): such a location need not exist on disk. huggingface_hub's rule
+# (`validate_repo_id`), so that "./runs/model" or "runs/a/b" are paths that do not exist, never ids to look up: ASCII
+# letters, digits, "-", "_" and "." (neither first nor last, never "--" or ".."), at most 96 a part, no ".git" end.
+HUB_ID = re.compile(r"^(?!.*(?:--|\.\.))(?!.*\.git\Z)(?:\w(?:[\w.-]{0,94}\w)?/)?\w(?:[\w.-]{0,94}\w)?\Z", re.ASCII)
 
 
 class CliError(Exception):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from .common import CliError, entry_names, hub_endpoint, is_connection_error, li
 # huggingface_hub's client waits forever: an endpoint that takes the connection and never answers held `push`
 # silent for minutes. A minute is far more than the Hub takes between two pieces of an answer.
 DEFAULT_TIMEOUT = 60.0
+# How many bytes of an answer that is not JSON a message shows (enough to tell an HTML page or a proxy's notice).
+_ANSWER_SHOWN = 80
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -50,6 +53,7 @@ def run_push(args: argparse.Namespace) -> int:
     """``hf-entity push``: create the repository (if missing) and upload the files of the checkpoint folder."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    check_repo_id(args.repo_id)  # before anything says where the files go
     folder = Path(args.checkpoint)
     check_is_saved_model(folder)
     # An allow-list, not the whole folder: a .env, keys, optimizer and trainer states must never reach the Hub.
@@ -63,7 +67,7 @@ def run_push(args: argparse.Namespace) -> int:
     print(f"uploading {len(files)} files of {folder} to {endpoint}/{args.repo_id}", file=sys.stderr)
     step = f"creating the repository {args.repo_id}"
     try:
-        with _requests_timeout(args.timeout):
+        with _requests_timeout(args.timeout), _responses_recorded() as answers:
             repo_url = api.create_repo(args.repo_id, private=args.private or None, exist_ok=True, repo_type="model")
             repo_id = getattr(repo_url, "repo_id", None) or args.repo_id
             step = f"uploading {len(files)} files to {repo_id}"
@@ -81,9 +85,37 @@ def run_push(args: argparse.Namespace) -> int:
             raise CliError(
                 f"cannot reach the Hub at {endpoint} ({one_line(error)}); check the network and HF_ENDPOINT."
             ) from error
+        if isinstance(error, json.JSONDecodeError):  # huggingface_hub reads every answer of the Hub as JSON
+            raise CliError(
+                f"the endpoint {endpoint} is not a Hugging Face Hub: while {step}, it answered "
+                f"{_answer_description(answers.last)}, not JSON; set HF_ENDPOINT to the Hub's address (unset: "
+                "https://huggingface.co), or check the proxy between."
+            ) from error
         raise
     print(f"uploaded {len(files)} files of {folder} to {repo_url} ({getattr(commit, 'commit_url', commit)})")
     return 0
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a repository id the Hub would refuse (huggingface_hub's `validate_repo_id`), in one line.
+
+    Example:
+        >>> check_repo_id("my-user/petra-gap")
+        >>> check_repo_id("my user/petra")
+        Traceback (most recent call last):
+            ...
+        hf_entity_models.cli.common.CliError: REPO_ID 'my user/petra' is not a valid repository id: ...
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise CliError(
+            f"REPO_ID {repo_id!r} is not a valid repository id: it is NAME or NAMESPACE/NAME, of ASCII letters, "
+            "digits, '-', '_' and '.' (not first or last, never '--' or '..'), at most 96 characters each; e.g. "
+            "my-user/petra-gap."
+        ) from None
 
 
 def check_is_saved_model(folder: Path) -> None:
@@ -135,6 +167,56 @@ def _requests_timeout(seconds: float) -> Iterator[None]:
         yield
     finally:
         session.timeout = previous
+
+
+class _LastAnswer:
+    """The last answer huggingface_hub's HTTP client received (`_responses_recorded`); None before the first."""
+
+    last: Any = None
+
+    def __call__(self, response: Any) -> None:
+        self.last = response
+
+
+@contextlib.contextmanager
+def _responses_recorded() -> Iterator[_LastAnswer]:
+    """Within the block, the last answer of huggingface_hub's shared HTTP client is kept: an answer that is not JSON
+    reaches us as a bare JSONDecodeError ("Expecting value: line 1 column 1"), which names neither the request nor
+    what came back. Its hooks as they were come back afterwards."""
+    from huggingface_hub import get_session
+
+    session = get_session()
+    hooks = session.event_hooks
+    previous = list(hooks.get("response", []))
+    recorder = _LastAnswer()
+    session.event_hooks = {**hooks, "response": [*previous, recorder]}
+    try:
+        yield recorder
+    finally:
+        session.event_hooks = {**session.event_hooks, "response": previous}
+
+
+def _answer_description(response: Any) -> str:
+    """'HTTP 200 (text/html: "<!DOCTYPE html>...") to POST URL' for a message, with what is known of the answer."""
+    if response is None:
+        return "something"
+    content_type = response.headers.get("content-type") or "no content type"
+    try:
+        body = response.content
+    except Exception:  # httpx's ResponseNotRead: the body was never read, so nothing of it can be shown
+        body = None
+    if body is None:
+        shown = ""
+    elif not body:
+        shown = ", empty"
+    else:
+        text = " ".join(body[:_ANSWER_SHOWN].decode("utf-8", errors="replace").split())
+        shown = f': "{text}{"..." if len(body) > _ANSWER_SHOWN else ""}"'
+    try:
+        request = f" to {response.request.method} {response.request.url}"
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when the response carries no request
+        request = ""
+    return f"HTTP {response.status_code} ({content_type}{shown}){request}"
 
 
 def _is_timeout(error: BaseException) -> bool:

@@ -227,10 +227,11 @@ def encoder_location(encoder: str | None) -> str:
 
 def check_encoder(encoder: str) -> None:
     """Refuse, in one line naming it, an --encoder that cannot be a pretrained encoder, before anything loads it:
-    a path that does not exist and cannot be a Hub id either, a file, a folder without config.json (or whose
-    config.json names no model type), a checkpoint of this package's models, or a Hub id that HF_HUB_OFFLINE keeps
-    from being fetched and the cache does not hold. Without this, transformers answers with what it tried instead
-    ("Repo id must be ...", "couldn't connect to huggingface.co"), or a checkpoint fails deep inside training.
+    a path that does not exist and cannot be a Hub id either, a file, a folder with neither config.json nor tokenizer
+    files, one whose config.json names no model type, a checkpoint of this package's models, or a Hub id that
+    HF_HUB_OFFLINE keeps from being fetched and the cache does not hold. Without this, transformers answers with what
+    it tried instead ("Repo id must be ...", "couldn't connect to huggingface.co"), or a checkpoint fails deep inside
+    training. A folder of tokenizer files alone passes: `train refreader --incremental` reads only the tokenizer.
 
     Example:
         >>> check_encoder("./runs/no-such-encoder")
@@ -238,7 +239,8 @@ def check_encoder(encoder: str) -> None:
             ...
         hf_entity_models.cli.common.CliError: --encoder ./runs/no-such-encoder: no such folder, and not a Hub model id ...
     """
-    from .common import HUB_ID, _cached_on_disk  # here: the import block above is shared with other helpers
+    from .checkpoints import TOKENIZER_FILE_NAMES  # here: the import block above is shared with other helpers
+    from .common import HUB_ID, _cached_on_disk
 
     path = Path(encoder)
     advice = "give the folder of a pretrained encoder (BERT-like, e.g. one that save_pretrained wrote)"
@@ -246,6 +248,8 @@ def check_encoder(encoder: str) -> None:
         raise CliError(f"--encoder {encoder} is a file, not a folder; {advice}, or a Hub id such as bert-base-cased.")
     if path.is_dir():
         if not (path / "config.json").is_file():
+            if any((path / name).is_file() for name in TOKENIZER_FILE_NAMES):
+                return  # a tokenizer's folder: loading weights from it names the missing config.json
             raise CliError(
                 f"--encoder {encoder} has no config.json: it is not a saved model; {advice}: config.json next to the "
                 "weights and the tokenizer."

@@ -190,18 +190,20 @@ class CheckpointMixin:
         (e.g. a pre-trained language model loaded into the coreference head) may leave the weights of modules it
         lacks random, as transformers' fine-tuning does.
 
-        `strict=False` loads as transformers does (weights left random or dropped are only logged), for a
-        checkpoint you mean to complete, e.g. one whose new module you will train.
+        `strict=False` loads as transformers does (weights left random or dropped, and a folder of another model,
+        are only logged), for a checkpoint you mean to complete, e.g. one whose new module you will train.
 
         Raises:
-            CheckpointError: The folder holds another model, the weights file is truncated or not safetensors, or
-                the config does not fit the stored weights (a layer more or less, other sizes: pass
-                `ignore_mismatched_sizes=True` to re-initialise resized tensors instead).
+            CheckpointError: The folder has no config.json or (strictly) holds another model, the weights file is
+                truncated or not safetensors, or the config does not fit the stored weights (a layer more or less,
+                other sizes: pass `ignore_mismatched_sizes=True` to re-initialise resized tensors instead).
         """
         location = os.fspath(pretrained_model_name_or_path)
         strict = kwargs.pop("strict", True)
+        refuse_folder_without_config(location, kwargs)
         stored = _stored_config(location, kwargs)
-        cls._refuse_other_model(stored, location)
+        if strict:
+            cls._refuse_other_model(stored, location)
         wants_loading_info = kwargs.pop("output_loading_info", False)
         try:
             # transformers' load report (a table of missing and unexpected weights) says nothing a strict load does
@@ -425,6 +427,7 @@ class CheckpointConfigMixin(metaclass=_ExplainedConstruction):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
         location = os.fspath(pretrained_model_name_or_path)
+        refuse_folder_without_config(location, kwargs)
         with _explained(lambda explainer: explainer.reading_file(location)):
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
@@ -484,14 +487,25 @@ def _new_head_weights(model: Any, missing_keys: Iterable[Any]) -> tuple[str, ...
 
 @contextlib.contextmanager
 def _load_report_hidden(hidden: bool) -> Iterator[None]:
+    # A filter, not a level: at WARNING or above, transformers 5.24 logs each layer name its TP plan leaves unsharded.
     report_logger = logging.getLogger("transformers.modeling_utils")
-    level = report_logger.level
-    if hidden:
-        report_logger.setLevel(logging.ERROR)
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not (hidden and record.funcName == "log_state_dict_report")
+
+    report_logger.addFilter(keep)
     try:
         yield
     finally:
-        report_logger.setLevel(level)
+        report_logger.removeFilter(keep)
+
+
+def refuse_folder_without_config(location: str, options: Mapping[str, Any]) -> None:
+    """Refuse a folder without config.json (unless `options` give a config): transformers builds a default one."""
+    folder = os.path.join(location, subfolder) if (subfolder := options.get("subfolder")) else location
+    if options.get("config") is None and os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, "config.json")):
+        raise CheckpointError(f"{folder} has no config.json: it is not a saved checkpoint; give the folder that "
+                              "`save_pretrained` wrote (config.json next to the weights), or put back its config.json.")
 
 
 def _stored_config(location: str, options: Mapping[str, Any]) -> dict[str, Any]:
