@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import hf_entity_models.cli.embeddings as cli_embeddings
-import hf_entity_models.cli.training as cli_training
+import hf_entity_models.cli.checkpoint_swap as checkpoint_swap
 from hf_entity_models.cli.common import CliError
 
 OLD = {
@@ -159,7 +159,7 @@ def save(layout: Layout, destination: Path, renames: Renames | None = None,
          files: dict[str, str] | None = None) -> BaseException | None:
     """Save the new checkpoint (or `files`) to `destination` as `train` or `definitions` does; what it raised."""
     replacing = (cli_embeddings._replacing_definitions_checkpoint if layout.definitions
-                 else cli_training.replacing_checkpoint)
+                 else checkpoint_swap.replacing_checkpoint)
     try:
         with replacing(destination) as staging:
             write_files(staging, files or layout.new)
@@ -276,8 +276,8 @@ def test_a_rollback_that_fails_names_what_it_left_and_the_next_save_puts_it_back
             assert state(destination) == layout.before(), label
             continue
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=cli_training.__name__):
-            cli_training.recover_interrupted_swaps(destination, layout.also_replaced())
+        with caplog.at_level(logging.WARNING, logger=checkpoint_swap.__name__):
+            checkpoint_swap.recover_interrupted_swaps(destination, layout.also_replaced())
         assert state(destination) == layout.before(), label
         assert all(str(path) in caplog.text for path in hidden(destination)), f"{label}: {caplog.text}"
         # A save into the folder works as usual after that.
@@ -304,8 +304,8 @@ def test_after_a_hard_kill_at_any_rename_the_next_save_puts_back_or_names_the_le
                 os._exit(0)
         os.waitpid(child, 0)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=cli_training.__name__):
-            cli_training.recover_interrupted_swaps(destination, layout.also_replaced())
+        with caplog.at_level(logging.WARNING, logger=checkpoint_swap.__name__):
+            checkpoint_swap.recover_interrupted_swaps(destination, layout.also_replaced())
         committed = call == swap and action == "kill after"
         assert state(destination) == (layout.after() if committed else layout.before()), label
         assert all(str(path) in caplog.text for path in hidden(destination)), f"{label}: {caplog.text}"
@@ -321,8 +321,8 @@ def test_folders_of_a_run_still_going_on_are_left_alone(tmp_path, caplog):
     for purpose in ("saving", "replaced"):
         write_files(tmp_path / "out" / f".petra.{purpose}-{running}-0123abcd", {"config.json": "{}"})
     before = state(tmp_path)
-    with caplog.at_level(logging.WARNING, logger=cli_training.__name__):
-        cli_training.recover_interrupted_swaps(destination)
+    with caplog.at_level(logging.WARNING, logger=checkpoint_swap.__name__):
+        checkpoint_swap.recover_interrupted_swaps(destination)
     assert state(tmp_path) == before and caplog.text == ""
 
 
@@ -332,7 +332,7 @@ def test_the_reader_folder_an_earlier_version_set_aside_is_named(tmp_path, caplo
     destination = output_folder(tmp_path / "out", layout)
     leftover = tmp_path / "out" / ".petra.replaced-reader-999999999-0123abcd"
     write_files(leftover, {"config.json": '{"model_type": "definition-emb"}'})
-    with caplog.at_level(logging.WARNING, logger=cli_training.__name__):
+    with caplog.at_level(logging.WARNING, logger=checkpoint_swap.__name__):
         assert save(layout, destination) is None
     assert state(destination) == layout.after()
     assert str(leftover) in caplog.text and leftover.is_dir()
@@ -344,7 +344,7 @@ def test_ctrl_c_inside_deferring_interrupts_arrives_when_the_block_is_done(tmp_p
     first.mkdir()
     done = []
     with pytest.raises(KeyboardInterrupt):
-        with cli_training.deferring_interrupts():
+        with checkpoint_swap.deferring_interrupts():
             signal.raise_signal(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)  # pressed twice: one KeyboardInterrupt
             first.rename(second)
@@ -357,7 +357,7 @@ def test_sigterm_is_held_back_too_and_reaches_the_handler_that_was_there():
     received = []
     previous = signal.signal(signal.SIGTERM, lambda number, frame: received.append(number))
     try:
-        with cli_training.deferring_interrupts():
+        with checkpoint_swap.deferring_interrupts():
             signal.raise_signal(signal.SIGTERM)
             assert received == []
         assert received == [signal.SIGTERM]
@@ -368,7 +368,7 @@ def test_sigterm_is_held_back_too_and_reaches_the_handler_that_was_there():
 def test_an_error_of_the_block_wins_over_a_held_back_ctrl_c():
     """The error stops the run and says what happened (a rollback that could not finish names its folders there)."""
     with pytest.raises(OSError, match="disk"):
-        with cli_training.deferring_interrupts():
+        with checkpoint_swap.deferring_interrupts():
             signal.raise_signal(signal.SIGINT)
             raise OSError("disk")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -377,8 +377,8 @@ def test_an_error_of_the_block_wins_over_a_held_back_ctrl_c():
 def test_nested_blocks_deliver_ctrl_c_after_the_outer_one():
     order = []
     with pytest.raises(KeyboardInterrupt):
-        with cli_training.deferring_interrupts():
-            with cli_training.deferring_interrupts():
+        with checkpoint_swap.deferring_interrupts():
+            with checkpoint_swap.deferring_interrupts():
                 signal.raise_signal(signal.SIGINT)
             order.append("after the inner block")
     assert order == ["after the inner block"]
@@ -390,7 +390,7 @@ def test_off_the_main_thread_deferring_interrupts_changes_nothing():
 
     def work():
         try:
-            with cli_training.deferring_interrupts():
+            with checkpoint_swap.deferring_interrupts():
                 outcome.append(signal.getsignal(signal.SIGINT))
         except BaseException as error:  # noqa: BLE001 - reported by the assertion below
             outcome.append(error)

@@ -17,6 +17,7 @@ from transformers import AutoTokenizer, BertModel
 
 import hf_entity_models.cli.checkpoints as cli_checkpoints
 import hf_entity_models.cli.coreference as cli_coreference
+import hf_entity_models.cli.checkpoint_swap as checkpoint_swap
 import hf_entity_models.cli.training as cli_training
 from hf_entity_models import AutoModelForCoreference, PetraForCoreference
 from hf_entity_models.cli import main
@@ -546,8 +547,8 @@ def test_a_new_checkpoint_file_named_like_a_users_folder_is_kept_aside(tmp_path)
     _write(project / "notes.txt", "mine")
     _write(project / "tokenizer.json" / "my-notes.md", "a folder of mine")
     before = snapshot(project)
-    with pytest.raises(cli_training.CliError, match="holds tokenizer.json of yours") as refused:
-        with cli_training.replacing_checkpoint(project) as staging:
+    with pytest.raises(checkpoint_swap.CliError, match="holds tokenizer.json of yours") as refused:
+        with checkpoint_swap.replacing_checkpoint(project) as staging:
             _write(staging / "config.json", "{}")
             _write(staging / "tokenizer.json", "{}")
     assert snapshot(project) == before

@@ -24,7 +24,7 @@ from .common import (
     refuse_folder_holding_the_current_one,
     refuse_inputs_inside,
 )
-from .training import replacing_checkpoint
+from .checkpoint_swap import replacing_checkpoint
 
 # After the least-squares start of A, 100 steps moved MiniLM's held-out cosine from 0.301 to 0.305
 # (benchmarks/RESULTS.md): a few minutes on a CPU; raise it on a GPU.

@@ -6,7 +6,6 @@ library, torch and transformers.
 """
 
 import os
-from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel

@@ -67,10 +67,12 @@ class CorefDocument:
     Attributes:
         name: The document name of the ``#begin document (name); part N`` line (a LitBank book).
         part: The part number (0 when the header has none).
-        words: The words (4th column), in order; sentences are not marked.
+        words: The words (4th column), in order.
         mentions: ``(first_word, last_word, cluster_id)`` triples, the last word INCLUSIVE, sorted by first word with
             longer (outer) mentions first. Cluster ids are the file's; they are only unique within a part.
         source: Where the document starts, ``"file:line"`` (for error messages; empty when built by hand).
+        sentence_starts: The first word of every sentence after the first (blank lines of the file), increasing;
+            empty when sentences are not marked (the document is then one sentence).
         header: The text after ``#begin document `` of the line it was read from, verbatim (``"(book); part 0"``):
             the reference scorer matches key and response documents by this text, so `write_conll_coreference`
             writes it back as read. Empty when built by hand (the writer then builds ``(name); part NNN``).
@@ -87,6 +89,7 @@ class CorefDocument:
     mentions: list[Mention] = field(default_factory=list)
     source: str = ""
     header: str = ""
+    sentence_starts: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -100,8 +103,24 @@ class CorefDocument:
         if isinstance(self.words, str) or not all(isinstance(word, str) for word in self.words):
             raise TypeError(f"{self.label}: words must be a list of strings (one per word).")
         self.words = list(self.words)
+        self.sentence_starts = [int(start) for start in self.sentence_starts]
+        if any(not 0 < start < len(self.words) for start in self.sentence_starts) or any(
+            later <= earlier for earlier, later in zip(self.sentence_starts, self.sentence_starts[1:])
+        ):
+            raise ValueError(
+                f"{self.label}: sentence_starts must be increasing word indices inside the document (not 0, which "
+                f"always starts one), got {self.sentence_starts[:10]}."
+            )
         mentions = [_checked_mention(mention, len(self.words), self.label) for mention in self.mentions]
         self.mentions = sorted(mentions, key=lambda mention: (mention[0], -mention[1], mention[2]))
+
+    def sentence_ids(self) -> list[int]:
+        """The sentence of every word (0, 1, ...)."""
+        ids, sentence, starts = [], 0, set(self.sentence_starts)
+        for index in range(len(self.words)):
+            sentence += index in starts
+            ids.append(sentence)
+        return ids
 
     @property
     def label(self) -> str:
@@ -124,7 +143,9 @@ class CorefDocument:
             >>> response.header, response.words, response.mentions
             ('(book); part 0', ['Ann', 'smiled'], [(0, 1, 4)])
         """
-        return CorefDocument(self.name, self.part, list(self.words), list(mentions), self.source, self.header)
+        return CorefDocument(
+            self.name, self.part, list(self.words), list(mentions), self.source, self.header, list(self.sentence_starts)
+        )
 
 
 def _checked_mention(mention: Any, num_words: int, label: str) -> Mention:
@@ -240,9 +261,11 @@ def coref_documents_from_dataset(
         )
     documents: list[CorefDocument] = []
     for row in rows:
-        parts: dict[int, tuple[list[str], list[Mention]]] = {}
+        parts: dict[int, tuple[list[str], list[Mention], list[int]]] = {}
         for number, sentence in enumerate(row["sentences"]):
-            words, mentions = parts.setdefault(int(sentence.get("part_id") or 0), ([], []))
+            words, mentions, sentence_starts = parts.setdefault(int(sentence.get("part_id") or 0), ([], [], []))
+            if words and sentence["words"]:
+                sentence_starts.append(len(words))
             for span in sentence.get("coref_spans") or []:
                 cluster, first, last = (int(value) for value in span)
                 if not 0 <= first <= last < len(sentence["words"]):
@@ -252,8 +275,10 @@ def coref_documents_from_dataset(
                     )
                 mentions.append((len(words) + first, len(words) + last, cluster))
             words.extend(sentence["words"])
-        for part, (words, mentions) in sorted(parts.items()):
-            documents.append(CorefDocument(str(row["document_id"]), part, words, mentions))
+        for part, (words, mentions, sentence_starts) in sorted(parts.items()):
+            documents.append(
+                CorefDocument(str(row["document_id"]), part, words, mentions, sentence_starts=sentence_starts)
+            )
     return documents
 
 
@@ -361,6 +386,8 @@ def _document_block(document: CorefDocument, part_digits: int) -> str:
             f"{document.label}: mentions {lost} cannot be written as CoNLL brackets (two mentions of one cluster "
             "cross, e.g. (0, 2) and (1, 3)); give one of them another cluster id or drop it."
         )
+    for start in reversed(document.sentence_starts):  # a blank line ends a sentence, as in the files read
+        lines.insert(start, "")
     return "\n".join([header, *lines, "#end document"]) + "\n"
 
 
@@ -411,6 +438,8 @@ class _OpenDocument:
     begin_line: int
     header: str = ""
     words: list[str] = field(default_factory=list)
+    sentence_starts: list[int] = field(default_factory=list)
+    words_at_blank: int = 0
     mentions: list[Mention] = field(default_factory=list)
     # cluster id -> stack of (first word, line) of its open mentions
     open_mentions: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
@@ -439,6 +468,9 @@ def _read_coreference_file(path: Path) -> list[CorefDocument]:
                 documents.append(_end_document(current, path, line_number))
                 current = None
             elif not line.strip():
+                if current is not None and current.words and current.words_at_blank != len(current.words):
+                    current.sentence_starts.append(len(current.words))  # the next word, if any, starts a sentence
+                    current.words_at_blank = len(current.words)
                 continue
             else:
                 if current is None:
@@ -589,6 +621,7 @@ def _end_document(document: _OpenDocument, path: Path, line_number: int) -> Core
     return CorefDocument(
         document.name, document.part, document.words, document.mentions, source=f"{path}:{document.begin_line}",
         header=document.header,
+        sentence_starts=[start for start in document.sentence_starts if start < len(document.words)],
     )
 
 

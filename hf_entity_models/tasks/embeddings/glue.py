@@ -31,7 +31,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-from transformers import DataCollatorWithPadding
 from transformers.utils import logging
 
 from ...training.progress import progress_bars_for

@@ -1,0 +1,323 @@
+"""Coreference over whole documents: span mentions proposed and scored, then clustered by a memory of entities read one
+mention at a time (the direction the people-tracking memory's authors took for long documents: Toshniwal et al.,
+EMNLP 2020 and CRAC 2021). Three small modules, one job each:
+
+* `SpanRepresentation` / `MentionProposer`: every span of up to `max_span_width` words inside one sentence, as
+  [first word; last word; attention-pooled words; width embedding], scored by an MLP plus a learned width prior and
+  trained with binary cross-entropy against all gold mentions (singletons and nested mentions included).
+* `EntityMemory`: mentions in document order, each scored against every entity in memory by an MLP over
+  [entity; mention; entity * mention; distance bucket; cluster-size bucket], "new entity" fixed at 0; the chosen
+  entity is updated as the people-tracking memory updates a cell it corefers with (``"mlp-merge"``: a tanh-MLP
+  merge of the entity and the mention), as the Referential Reader does (``"gru"``: a GRU cell, the mention as
+  input) or as the running mean of its mentions (``"mean"``). Trained with teacher forcing on the gold
+  clusters (every mention's decision scored in one pass, see `EntityMemory.teacher_forced_logits`), greedy at
+  inference (`EntityMemory.cluster`).
+
+Word-level throughout: a word's state is the mean of its subword states, spans and distances are counted in words,
+as CoNLL files count them. Saving a model copies this file next to the weights, so it imports only torch and the
+standard library.
+"""
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# "new entity" is the fixed score 0 every entity score competes with (as in the authors' code).
+NEW_ENTITY_SCORE = 0.0
+ENTITY_UPDATES = ("mlp-merge", "gru", "mean")
+
+
+def log_buckets(values: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """Bucket non-negative counts on a log scale: 0, 1, 2-3, 4-7, ... the last bucket holds everything larger.
+
+    Example:
+        >>> log_buckets(torch.tensor([0, 1, 2, 3, 4, 7, 8, 1000]), 5).tolist()
+        [0, 1, 2, 2, 3, 3, 4, 4]
+    """
+    values = values.clamp_min(0)
+    buckets = torch.where(values > 0, torch.floor(torch.log2(values.clamp_min(1).float())).long() + 1, 0)
+    return buckets.clamp(max=num_buckets - 1)
+
+
+def candidate_spans(sentence_ids: torch.LongTensor, max_width: int) -> torch.LongTensor:
+    """Every span `(first_word, last_word)` (last inclusive) of at most `max_width` words inside one sentence, sorted
+    by first word, then by last word.
+
+    Args:
+        sentence_ids: `(W,)` the sentence of every word, non-decreasing.
+        max_width: The longest span, in words.
+
+    Example:
+        >>> candidate_spans(torch.tensor([0, 0, 0, 1]), 2).tolist()
+        [[0, 0], [0, 1], [1, 1], [1, 2], [2, 2], [3, 3]]
+    """
+    num_words = sentence_ids.shape[0]
+    starts = torch.arange(num_words, device=sentence_ids.device).unsqueeze(1)
+    ends = starts + torch.arange(max_width, device=sentence_ids.device).unsqueeze(0)
+    inside = ends < num_words
+    same_sentence = inside & (sentence_ids[ends.clamp(max=num_words - 1)] == sentence_ids.unsqueeze(1))
+    return torch.stack([starts.expand_as(ends)[same_sentence], ends[same_sentence]], dim=-1)
+
+
+def word_states(token_states: torch.Tensor, word_ids: torch.LongTensor) -> torch.Tensor:
+    """The mean of every word's subword states: `(T, H)` and `(T,)` word ids (-1 for tokens of no word, e.g. special
+    tokens) -> `(W, H)`, W = largest word id + 1. Every word must have a token."""
+    keep = word_ids >= 0
+    ids, states = word_ids[keep], token_states[keep]
+    num_words = int(ids.max()) + 1 if ids.numel() else 0
+    sums = states.new_zeros(num_words, states.shape[-1]).index_add(0, ids, states)
+    counts = torch.bincount(ids, minlength=num_words).clamp_min(1).unsqueeze(-1).to(states.dtype)
+    return sums / counts
+
+
+class SpanRepresentation(nn.Module):
+    """[first word; last word; attention-pooled words; width embedding] of every span: `(W, H)`, `(N, 2)` ->
+    `(N, 3H + width_size)`. Spans of any width are read whole (gold mentions may be longer than the proposer's
+    candidates); widths of `max_width` words and more share the last width embedding."""
+
+    def __init__(self, hidden_size: int, max_width: int, width_size: int):
+        super().__init__()
+        self.max_width = max_width
+        self.width_embedding = nn.Embedding(max_width, width_size)
+        self.head_scorer = nn.Linear(hidden_size, 1)
+
+    @property
+    def output_size(self) -> int:
+        return 3 * self.head_scorer.in_features + self.width_embedding.embedding_dim
+
+    def forward(self, states: torch.Tensor, spans: torch.LongTensor) -> torch.Tensor:
+        starts, ends = spans[:, 0], spans[:, 1]
+        widths = ends - starts
+        offsets = torch.arange(int(widths.max()) + 1 if widths.numel() else 1, device=states.device)
+        positions = starts.unsqueeze(1) + offsets  # (N, max_width)
+        inside = offsets.unsqueeze(0) <= widths.unsqueeze(1)
+        positions = torch.where(inside, positions, starts.unsqueeze(1))
+        head_logits = self.head_scorer(states).squeeze(-1)[positions].masked_fill(~inside, float("-inf"))
+        head = torch.einsum("nw,nwh->nh", torch.softmax(head_logits, dim=-1), states[positions])
+        width_buckets = widths.clamp(max=self.max_width - 1)
+        return torch.cat([states[starts], states[ends], head, self.width_embedding(width_buckets)], dim=-1)
+
+
+def feed_forward(input_size: int, hidden_size: int, output_size: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Linear(input_size, hidden_size), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden_size, output_size)
+    )
+
+
+class MentionProposer(nn.Module):
+    """Scores candidate spans as mentions: an MLP over the span representation plus a learned prior per width."""
+
+    def __init__(self, hidden_size: int, max_width: int, width_size: int, mlp_size: int, dropout: float):
+        super().__init__()
+        self.spans = SpanRepresentation(hidden_size, max_width, width_size)
+        self.scorer = feed_forward(self.spans.output_size, mlp_size, 1, dropout)
+        self.width_prior = nn.Embedding(max_width, 1)
+
+    def forward(self, states: torch.Tensor, spans: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`(span vectors (N, D), mention logits (N,))`."""
+        vectors = self.spans(states, spans)
+        widths = (spans[:, 1] - spans[:, 0]).clamp(max=self.width_prior.num_embeddings - 1)
+        logits = self.scorer(vectors).squeeze(-1) + self.width_prior(widths).squeeze(-1)
+        return vectors, logits
+
+
+def mention_labels(spans: torch.LongTensor, gold_spans: torch.LongTensor) -> torch.Tensor:
+    """1.0 for every candidate span that is a gold mention, else 0.0: `(N, 2)`, `(G, 2)` -> `(N,)`."""
+    if gold_spans.numel() == 0:
+        return spans.new_zeros(spans.shape[0], dtype=torch.float)
+    matches = (spans.unsqueeze(1) == gold_spans.unsqueeze(0)).all(-1)
+    return matches.any(-1).float()
+
+
+class EntityMemory(nn.Module):
+    """Clusters mentions, read in document order, into entities held in an unbounded memory.
+
+    Each mention is compared with every entity in memory: an MLP over [entity; mention; entity * mention; distance
+    bucket (words since the entity's last mention); size bucket (its mentions so far)] gives a score, "new entity"
+    the fixed score 0. The mention joins the best entity if that score is above 0, else starts a new entity (its
+    vector is the mention's). A joined entity is updated by `update`: ``"mlp-merge"`` (the people-tracking memory's
+    coreference update, a tanh-MLP of [entity; mention]), ``"gru"`` (the Referential Reader's, a GRU cell with the
+    mention as input and the entity as state) or ``"mean"`` (the running mean of its mentions).
+    """
+
+    def __init__(
+        self,
+        mention_size: int,
+        entity_size: int,
+        mlp_size: int,
+        update: str,
+        num_distance_buckets: int,
+        num_size_buckets: int,
+        feature_size: int,
+        dropout: float,
+    ):
+        super().__init__()
+        if update not in ENTITY_UPDATES:
+            raise ValueError(f"update must be one of {ENTITY_UPDATES}, got {update!r}.")
+        self.update_kind = update
+        self.num_distance_buckets, self.num_size_buckets = num_distance_buckets, num_size_buckets
+        self.mention_projection = nn.Linear(mention_size, entity_size)
+        self.distance_embedding = nn.Embedding(num_distance_buckets, feature_size)
+        self.size_embedding = nn.Embedding(num_size_buckets, feature_size)
+        self.pair_scorer = feed_forward(3 * entity_size + 2 * feature_size, mlp_size, 1, dropout)
+        if update == "mlp-merge":
+            self.merge = nn.Linear(2 * entity_size, entity_size)
+        elif update == "gru":
+            self.merge = nn.GRUCell(entity_size, entity_size)
+        else:
+            self.merge = None
+
+    # ------------------------------------------------------------------------------------------ the update
+    def updated(self, entities: torch.Tensor, mentions: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        """Entities `(E, D)` after one more mention each `(E, D)`; `sizes` `(E,)`: their mentions before this one."""
+        if self.update_kind == "mlp-merge":
+            return torch.tanh(self.merge(torch.cat([entities, mentions], dim=-1)))
+        if self.update_kind == "gru":
+            return self.merge(mentions, entities)
+        weight = sizes.to(entities.dtype).unsqueeze(-1)
+        return (entities * weight + mentions) / (weight + 1)
+
+    def pair_scores(
+        self, entities: torch.Tensor, mentions: torch.Tensor, distances: torch.Tensor, sizes: torch.Tensor
+    ) -> torch.Tensor:
+        """Scores of mention-entity pairs: entities and mentions `(..., D)` (broadcast), distances and sizes `(...)`."""
+        entities, mentions = torch.broadcast_tensors(entities, mentions)
+        features = torch.cat(
+            [
+                entities, mentions, entities * mentions,
+                self.distance_embedding(log_buckets(distances, self.num_distance_buckets)),
+                self.size_embedding(log_buckets(sizes, self.num_size_buckets)),
+            ],
+            dim=-1,
+        )  # fmt: skip
+        return self.pair_scorer(features).squeeze(-1)
+
+    # ------------------------------------------------------------------------------------------ training
+    def teacher_forced_logits(
+        self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor, cluster_ids: torch.LongTensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.LongTensor]:
+        """Every mention's decision with the memory built from the gold clusters, in one pass.
+
+        Under teacher forcing the state of an entity before mention i depends only on the entity's own earlier
+        mentions, so the states are built in waves (the k-th mention of every entity at once: as many steps as the
+        largest entity has mentions, not as the document has mentions) and each mention reads the state its entity
+        had after its last earlier mention.
+
+        Args:
+            mention_vectors: `(M, mention_size)` in document order.
+            mention_starts: `(M,)` first word of every mention (distances are counted from it).
+            cluster_ids: `(M,)` the gold entity of every mention (any ints).
+
+        Returns:
+            logits `(M, C + 1)` (entity c in column c, "new entity" last; -inf for entities without an earlier
+            mention), the mask of valid columns `(M, C + 1)`, and targets `(M,)` (C for a mention starting an entity).
+        """
+        mentions = self.mention_projection(mention_vectors)
+        _, clusters = torch.unique(cluster_ids, return_inverse=True)
+        num_mentions, num_clusters = clusters.shape[0], int(clusters.max()) + 1 if clusters.numel() else 0
+        one_hot = F.one_hot(clusters, num_clusters)  # (M, C)
+        rank = ((one_hot.cumsum(0) - one_hot) * one_hot).sum(-1)  # k: earlier mentions of the mention's entity
+        seen = (one_hot.cumsum(0) - one_hot)  # (M, C): mentions of entity c before mention i
+        states = self._states_in_waves(mentions, clusters, rank, num_clusters)  # (K, C, D): after k + 1 mentions
+        valid = seen > 0
+        entity_states = states[(seen - 1).clamp_min(0), torch.arange(num_clusters, device=seen.device)]  # (M, C, D)
+        last_start = torch.cummax(
+            torch.where(one_hot.bool(), mention_starts.unsqueeze(1), torch.full_like(one_hot, -1)), dim=0
+        ).values
+        previous_start = torch.cat([last_start.new_full((1, num_clusters), -1), last_start[:-1]])  # before mention i
+        distances = (mention_starts.unsqueeze(1) - previous_start).clamp_min(0)
+        scores = self.pair_scores(entity_states, mentions.unsqueeze(1), distances, seen)
+        logits = torch.cat(
+            [scores.masked_fill(~valid, float("-inf")), scores.new_full((num_mentions, 1), NEW_ENTITY_SCORE)], dim=-1
+        )
+        mask = torch.cat([valid, valid.new_ones(num_mentions, 1)], dim=-1)
+        targets = torch.where(rank > 0, clusters, torch.full_like(clusters, num_clusters))
+        return logits, mask, targets
+
+    def _states_in_waves(
+        self, mentions: torch.Tensor, clusters: torch.LongTensor, rank: torch.LongTensor, num_clusters: int
+    ) -> torch.Tensor:
+        num_waves = int(rank.max()) + 1 if rank.numel() else 0
+        state = mentions.new_zeros(num_clusters, mentions.shape[-1])
+        snapshots = []
+        for wave in range(num_waves):
+            members = torch.nonzero(rank == wave).squeeze(-1)  # one mention per entity that has a (wave+1)-th
+            entities = clusters[members]
+            if wave == 0:
+                new = mentions[members]
+            else:
+                sizes = torch.full_like(entities, wave)
+                new = self.updated(state[entities], mentions[members], sizes)
+            state = state.index_copy(0, entities, new)
+            snapshots.append(state)
+        return torch.stack(snapshots) if snapshots else mentions.new_zeros(1, num_clusters, mentions.shape[-1])
+
+    # ------------------------------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def cluster(self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor) -> list[int]:
+        """Greedy clustering: the entity (0, 1, ... in order of creation) of every mention, read in document order."""
+        mentions = self.mention_projection(mention_vectors)
+        entities = mentions.new_zeros(0, mentions.shape[-1])
+        sizes = mention_starts.new_zeros(0)
+        last_starts = mention_starts.new_zeros(0)
+        assignment: list[int] = []
+        for index in range(mentions.shape[0]):
+            mention, start = mentions[index], mention_starts[index]
+            best = -1
+            if entities.shape[0]:
+                scores = self.pair_scores(entities, mention.unsqueeze(0), (start - last_starts).clamp_min(0), sizes)
+                top = int(scores.argmax())
+                if float(scores[top]) > NEW_ENTITY_SCORE:
+                    best = top
+            if best < 0:
+                entities = torch.cat([entities, mention.unsqueeze(0)])
+                sizes = torch.cat([sizes, sizes.new_ones(1)])
+                last_starts = torch.cat([last_starts, start.view(1)])
+                assignment.append(entities.shape[0] - 1)
+                continue
+            entities = entities.clone()
+            entities[best] = self.updated(entities[best : best + 1], mention.unsqueeze(0), sizes[best : best + 1])[0]
+            sizes[best] += 1
+            last_starts[best] = start
+            assignment.append(best)
+        return assignment
+
+
+def clustering_loss(
+    logits: torch.Tensor, mask: torch.Tensor, targets: torch.LongTensor, label_smoothing: float = 0.1
+) -> torch.Tensor:
+    """Cross-entropy of the memory's decisions, with label smoothing spread over each mention's valid choices only
+    (an entity that does not exist yet is no choice). Mean over mentions."""
+    log_probs = torch.log_softmax(logits, dim=-1).masked_fill(~mask, 0.0)
+    target_log_prob = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    uniform = log_probs.sum(-1) / mask.sum(-1)
+    return -((1 - label_smoothing) * target_log_prob + label_smoothing * uniform).mean()
+
+
+def spans_in_document_order(spans: torch.LongTensor) -> torch.LongTensor:
+    """The order that reads spans by first word, longer (outer) spans first: the order mentions enter the memory."""
+    keys = spans[:, 0] * (spans[:, 1].max() + 2 if spans.numel() else 1) - spans[:, 1]
+    return torch.argsort(keys, stable=True)
+
+
+def keep_top_spans(spans: torch.LongTensor, logits: torch.Tensor, threshold: float, max_per_word: float,
+                   num_words: int) -> torch.LongTensor:
+    """The proposed mentions: spans whose logit reaches `threshold`, at most `max_per_word * num_words` of them (the
+    highest), returned in document order."""
+    keep = torch.nonzero(logits >= threshold).squeeze(-1)
+    limit = max(1, math.floor(max_per_word * num_words))
+    if keep.numel() > limit:
+        keep = keep[torch.topk(logits[keep], limit).indices]
+    kept = spans[keep]
+    return kept[spans_in_document_order(kept)]
+
+
+def clusters_from_assignment(spans: Sequence[Sequence[int]], assignment: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """Group spans by their entity, entities in order of their first mention."""
+    clusters: dict[int, list[tuple[int, int]]] = {}
+    for span, entity in zip(spans, assignment):
+        clusters.setdefault(int(entity), []).append((int(span[0]), int(span[1])))
+    return list(clusters.values())
