@@ -60,6 +60,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-width", type=int, default=12)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--dropout", type=float, default=0.3)
+    parser.add_argument("--mention-weight", type=float, default=1.0, help="weight of the mention loss beside the memory's")
     parser.add_argument("--train-books", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache-dir", default=".cache/document-coref-features")
@@ -132,8 +133,10 @@ def chunks_of(item: dict, chunk_words: int) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------------ model
 class DocumentCoreference(nn.Module):
-    def __init__(self, feature_size: int, hidden: int, max_width: int, update: str, dropout: float):
+    def __init__(self, feature_size: int, hidden: int, max_width: int, update: str, dropout: float,
+                 mention_weight: float = 1.0):
         super().__init__()
+        self.mention_weight = mention_weight
         self.max_width = max_width
         self.input = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_size, hidden))
         self.context = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
@@ -153,13 +156,13 @@ class DocumentCoreference(nn.Module):
             logits, mention_labels(spans, item["gold_spans"])
         )
         if item["gold_spans"].shape[0] == 0:
-            return mention_loss, float(mention_loss), 0.0
+            return self.mention_weight * mention_loss, float(mention_loss), 0.0
         gold_vectors, _ = self.proposer(states, item["gold_spans"])
         memory_logits, mask, targets = self.memory.teacher_forced_logits(
             gold_vectors, item["gold_spans"][:, 0], item["gold_clusters"]
         )
         cluster_loss = clustering_loss(memory_logits, mask, targets)
-        return mention_loss + cluster_loss, float(mention_loss), float(cluster_loss)
+        return self.mention_weight * mention_loss + cluster_loss, float(mention_loss), float(cluster_loss)
 
     @torch.no_grad()
     def predict(self, item: dict, thresholds=THRESHOLDS, gold: bool = False) -> dict:
@@ -225,7 +228,7 @@ def run_seed(args, data, seed: int) -> dict:
     random.seed(seed)
     np.random.seed(seed)
     feature_size = data["train"][0]["features"].shape[-1]
-    model = DocumentCoreference(feature_size, args.hidden, args.max_width, args.update, args.dropout)
+    model = DocumentCoreference(feature_size, args.hidden, args.max_width, args.update, args.dropout, args.mention_weight)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     train = data["train"][: args.train_books]
     units = [c for item in train for c in chunks_of(item, args.chunk_words)] if args.training == "chunks" else train
