@@ -118,8 +118,9 @@ def score_coreference(
     Raises:
         ValueError: If the key has no document, two documents of one side have the same (name, part), a response
             document has no key document, a key and a response document of one (name, part) differ in their number of
-            words or (with ``check_words``) in a word, or the response repeats more than `MAX_REPEATED_RESPONSE_MENTIONS` key-matched mentions (the
-            reference scorer refuses to score it). Reading files raises what `read_conll_coreference` raises.
+            words or (with ``check_words``) in a word, or the response repeats more than
+            `MAX_REPEATED_RESPONSE_MENTIONS` key-matched mentions (the reference scorer refuses to score it). Reading
+            files raises what `read_conll_coreference` raises.
         TypeError: If ``key`` or ``response`` is none of the accepted forms, or ``keep_singletons`` not a bool.
 
     Example:
