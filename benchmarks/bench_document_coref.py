@@ -10,7 +10,7 @@ choices). Rungs:
 Evaluation always reads whole books. The encoder is frozen (its last four layers, cached per book under
 --cache-dir); a BiLSTM over word states (as LitBank's own baseline, Bamman et al. 2020) and the heads train.
 
-    python benchmarks/bench_document_coref.py --training document --seeds 0 --tag memory-document
+    python benchmarks/bench_document_coref.py --training document --seeds 0 1 2 --tag memory-document-mention10
 
 Every seed is added to --results (JSON keyed by tag) as soon as it finishes.
 """
@@ -55,12 +55,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--update", choices=("mlp-merge", "gru", "mean"), default="mlp-merge")
     parser.add_argument("--tag", default=None)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--max-width", type=int, default=12)
-    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--dropout", type=float, default=0.3)
-    parser.add_argument("--mention-weight", type=float, default=1.0, help="weight of the mention loss beside the memory's")
+    parser.add_argument("--mention-weight", type=float, default=10.0, help="weight of the mention loss beside the memory's")
     parser.add_argument("--train-books", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache-dir", default=".cache/document-coref-features")
