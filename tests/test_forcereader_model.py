@@ -472,35 +472,13 @@ def test_a_missing_weight_loads_finite(tmp_path):
     assert all(torch.isfinite(p).all() for p in loaded.interaction.parameters())
 
 
-REMOTE_QA = NO_PACKAGE_PRELUDE + r'''
-import json, torch
-from transformers import AutoModelForQuestionAnswering
-folder, inputs = sys.argv[1], json.loads(sys.argv[2])
-model = AutoModelForQuestionAnswering.from_pretrained(folder, trust_remote_code=True).eval()
+REMOTE_QA = r'''
+model_folder, inputs = sys.argv[1], json.loads(sys.argv[2])
+model = AutoModelForQuestionAnswering.from_pretrained(model_folder, trust_remote_code=True).eval()
 with torch.no_grad():
     out = model(**{key: torch.tensor(value) for key, value in inputs.items()})
-print("RESULT " + json.dumps({"class": type(model).__name__, "start_logits": out.start_logits.tolist()}))
+result["qa"] = {"class": type(model).__name__, "start_logits": out.start_logits.tolist()}
 '''
-
-
-def test_a_saved_reader_loads_without_the_package(tmp_path):
-    model = reader("forcereader")
-    folder = tmp_path / "reader"
-    model.save_pretrained(folder)
-    for name in ("modeling_forcereader.py", "configuration_forcereader.py"):
-        assert (folder / name).read_text() == saved_source(modeling_forcereader.__file__.replace("modeling_forcereader.py", name))
-    # The model's code, the shared modeling code it imports and the QA pipeline it declares; no card code.
-    assert_ships_only_running_code(
-        (path.name for path in folder.glob("*.py")),
-        ("configuration_forcereader.py", "modeling_forcereader.py", "checkpoints.py", "encoders.py", "pipeline.py",
-         "answer_spans.py", "pipeline_inputs.py"),
-    )
-    inputs = {key: value.tolist() for key, value in packed().items()}
-    remote = run_python(REMOTE_QA, str(folder), json.dumps(inputs), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
-    assert remote["class"] == "ForceReaderForQuestionAnswering"
-    with torch.no_grad():
-        torch.testing.assert_close(torch.tensor(remote["start_logits"]), model(**packed()).start_logits)
-
 
 PUSH_READER = r'''
 import json, sys
@@ -512,13 +490,21 @@ AutoTokenizer.from_pretrained(folder).push_to_hub(repo_id)
 print("RESULT {}")
 '''
 
-REMOTE_PIPELINE = NO_PACKAGE_PRELUDE + r'''
-import json
-from transformers import pipeline
-pipe = pipeline(model=sys.argv[1], trust_remote_code=True, device="cpu")
+# argv[-1]: the folder or repo id whose question-answering pipeline answers (without the package, trusted).
+REMOTE_PIPELINE_BODY = r'''
+pipe = pipeline(model=sys.argv[-1], trust_remote_code=True, device="cpu")
 answer = pipe(question="Who founded Microsoft?", context="I know from the book that Bill Gates founded Microsoft.")
-print("RESULT " + json.dumps({"pipeline": type(pipe).__name__, "model": type(pipe.model).__name__, "answer": answer}))
+result["pipeline"] = {"pipeline": type(pipe).__name__, "model": type(pipe.model).__name__, "answer": answer}
 '''
+REMOTE_START = NO_PACKAGE_PRELUDE + r'''
+import json, torch
+from transformers import AutoModelForQuestionAnswering, pipeline
+result = {}
+'''
+REMOTE_END = r'''
+print("RESULT " + json.dumps(result))
+'''
+REMOTE_PIPELINE = REMOTE_START + REMOTE_PIPELINE_BODY + REMOTE_END
 
 
 def saved_reader_with_tokenizer(folder):
@@ -537,13 +523,45 @@ def saved_reader_with_tokenizer(folder):
     return model
 
 
-def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
+@pytest.fixture(scope="module")
+def saved_folders(tmp_path_factory):
+    """Two saved readers, loaded without the package in ONE fresh process (offline; starting a process that imports
+    torch and transformers costs more than both loads): the model of `reader("forcereader")` through
+    AutoModelForQuestionAnswering, and the question-answering pipeline that a reader saved with a tokenizer declares.
+    The folders have different names: each loads as a transformers_modules package of its own."""
+    root = tmp_path_factory.mktemp("saved-readers")
+    model = reader("forcereader")
+    model.save_pretrained(root / "reader-model")
+    saved_reader_with_tokenizer(root / "reader-pipeline")
+    inputs = {key: value.tolist() for key, value in packed().items()}
+    remote = run_python(REMOTE_START + REMOTE_QA + REMOTE_PIPELINE_BODY + REMOTE_END, str(root / "reader-model"),
+                        json.dumps(inputs), str(root / "reader-pipeline"), env=subprocess_env(root / "hf"), cwd=root)
+    return {"model": model, "model_folder": root / "reader-model", "pipeline_folder": root / "reader-pipeline",
+            "remote": remote}
+
+
+def test_a_saved_reader_loads_without_the_package(saved_folders):
+    model, folder = saved_folders["model"], saved_folders["model_folder"]
+    for name in ("modeling_forcereader.py", "configuration_forcereader.py"):
+        assert (folder / name).read_text() == saved_source(modeling_forcereader.__file__.replace("modeling_forcereader.py", name))
+    # The model's code, the shared modeling code it imports and the QA pipeline it declares; no card code.
+    assert_ships_only_running_code(
+        (path.name for path in folder.glob("*.py")),
+        ("configuration_forcereader.py", "modeling_forcereader.py", "checkpoints.py", "encoders.py", "pipeline.py",
+         "answer_spans.py", "pipeline_inputs.py"),
+    )
+    remote = saved_folders["remote"]["qa"]
+    assert remote["class"] == "ForceReaderForQuestionAnswering"
+    with torch.no_grad():
+        torch.testing.assert_close(torch.tensor(remote["start_logits"]), model(**packed()).start_logits)
+
+
+def test_a_saved_reader_ships_the_question_answering_pipeline(saved_folders):
     from transformers import pipeline
 
     from hf_entity_models.auto import HUB_QUESTION_ANSWERING_TASK
 
-    folder = tmp_path / "reader"
-    saved_reader_with_tokenizer(folder)
+    folder = saved_folders["pipeline_folder"]
     stored = json.loads((folder / "config.json").read_text())
     assert stored["custom_pipelines"] == {HUB_QUESTION_ANSWERING_TASK: {
         "impl": "pipeline.QuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
@@ -551,7 +569,7 @@ def test_a_saved_reader_ships_the_question_answering_pipeline(tmp_path):
     local = pipeline("question-answering", model=str(folder), device="cpu")  # with the package: no remote code
     context = "I know from the book that Bill Gates founded Microsoft."
     expected = local(question="Who founded Microsoft?", context=context)
-    remote = run_python(REMOTE_PIPELINE, str(folder), env=subprocess_env(tmp_path / "hf"), cwd=tmp_path)
+    remote = saved_folders["remote"]["pipeline"]
     assert remote["pipeline"] == "QuestionAnsweringPipeline" and remote["model"] == "ForceReaderForQuestionAnswering"
     assert remote["answer"]["answer"] == expected["answer"]
     assert remote["answer"]["score"] == pytest.approx(expected["score"], rel=1e-5)
@@ -572,7 +590,7 @@ def test_push_to_the_hub_then_answer_from_the_hub_without_the_package(tmp_path):
         run_python(PUSH_READER, str(folder), "tester/forcereader", env=subprocess_env(tmp_path / "push", hub.endpoint),
                    cwd=tmp_path)
         remote = run_python(REMOTE_PIPELINE, "tester/forcereader", env=subprocess_env(tmp_path / "remote", hub.endpoint),
-                            cwd=tmp_path)
+                            cwd=tmp_path)["pipeline"]
         files = hub.files("tester/forcereader")
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
             "encoders.py", "pipeline.py", "answer_spans.py"} <= set(files)
