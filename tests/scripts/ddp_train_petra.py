@@ -42,7 +42,8 @@ from hf_entity_models.tasks.coreference import (  # noqa: E402
 GAP_DIR = DATA_DIR / "gap"
 # 13 evaluation rows, an odd number: the distributed evaluation has to pad the last batch and drop the duplicates.
 TRAIN_ROWS, EVAL_ROWS = 32, 13
-EPOCHS, PER_DEVICE_TRAIN_BATCH, PER_DEVICE_EVAL_BATCH = 4, 4, 4
+# Two epochs: enough steps (4 per process per epoch) to show the split, the averaged gradients and equal weights.
+EPOCHS, PER_DEVICE_TRAIN_BATCH, PER_DEVICE_EVAL_BATCH = 2, 4, 4
 
 
 def prepared_rows(path: Path, tokenizer, count: int):
