@@ -31,15 +31,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from hf_entity_models.models._shared.coreference_links import encode_in_windows
-from hf_entity_models.models._shared.document_coreference import (
-    EntityMemory,
-    MentionProposer,
-    candidate_spans,
-    clustering_loss,
-    keep_top_spans,
-    mention_labels,
-    word_states,
-)
+from hf_entity_models.models._shared.document_coreference import DocumentCoreferenceHead, keep_top_spans, word_states
 from hf_entity_models.tasks.coreference import read_conll_coreference, score_coreference
 
 LITBANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "litbank" / "conll"
@@ -133,55 +125,33 @@ def chunks_of(item: dict, chunk_words: int) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------------ model
 class DocumentCoreference(nn.Module):
+    """The package's document-mode head (`DocumentCoreferenceHead`) over cached word features."""
+
     def __init__(self, feature_size: int, hidden: int, max_width: int, update: str, dropout: float,
                  mention_weight: float = 1.0):
         super().__init__()
         self.mention_weight = mention_weight
-        self.max_width = max_width
-        self.input = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_size, hidden))
-        self.context = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
-        self.dropout = nn.Dropout(dropout)
-        self.proposer = MentionProposer(hidden, max_width, 20, hidden, dropout)
-        self.memory = EntityMemory(self.proposer.spans.output_size, hidden, hidden, update, 12, 10, 20, dropout)
-
-    def states(self, features: torch.Tensor) -> torch.Tensor:
-        projected = self.input(features).unsqueeze(0)
-        return self.dropout(self.context(projected)[0][0])
+        self.head = DocumentCoreferenceHead(feature_size, hidden, max_width, 20, update, dropout)
 
     def loss(self, item: dict) -> tuple[torch.Tensor, float, float]:
-        states = self.states(item["features"])
-        spans = candidate_spans(item["sentence_ids"], self.max_width)
-        _, logits = self.proposer(states, spans)
-        mention_loss = nn.functional.binary_cross_entropy_with_logits(
-            logits, mention_labels(spans, item["gold_spans"])
+        mention_loss, cluster_loss = self.head.losses(
+            item["features"], item["sentence_ids"], item["gold_spans"], item["gold_clusters"]
         )
-        if item["gold_spans"].shape[0] == 0:
-            return self.mention_weight * mention_loss, float(mention_loss), 0.0
-        gold_vectors, _ = self.proposer(states, item["gold_spans"])
-        memory_logits, mask, targets = self.memory.teacher_forced_logits(
-            gold_vectors, item["gold_spans"][:, 0], item["gold_clusters"]
-        )
-        cluster_loss = clustering_loss(memory_logits, mask, targets)
-        return self.mention_weight * mention_loss + cluster_loss, float(mention_loss), float(cluster_loss)
+        return self.mention_weight * mention_loss + cluster_loss, mention_loss.item(), cluster_loss.item()
 
     @torch.no_grad()
     def predict(self, item: dict, thresholds=THRESHOLDS, gold: bool = False) -> dict:
         """Responses per threshold (own mentions), or of the gold mentions."""
-        states = self.states(item["features"])
+        states = self.head.states(item["features"])
         document = item["document"]
         if gold:
             spans_sets = {"gold": item["gold_spans"]}
         else:
-            spans = candidate_spans(item["sentence_ids"], self.max_width)
-            _, logits = self.proposer(states, spans)
+            spans, logits = self.head.candidates(states, item["sentence_ids"])
             spans_sets = {t: keep_top_spans(spans, logits, t, 0.6, len(document.words)) for t in thresholds}
         responses = {}
         for key, spans in spans_sets.items():
-            if spans.shape[0] == 0:
-                responses[key] = document.with_mentions([])
-                continue
-            vectors, _ = self.proposer(states, spans)
-            assignment = self.memory.cluster(vectors, spans[:, 0])
+            assignment = self.head.cluster_spans(states, spans)
             responses[key] = document.with_mentions(
                 [(int(a), int(b), entity) for (a, b), entity in zip(spans.tolist(), assignment)]
             )

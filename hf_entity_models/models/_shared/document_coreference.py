@@ -13,6 +13,9 @@ EMNLP 2020 and CRAC 2021). Three small modules, one job each:
   clusters (every mention's decision scored in one pass, see `EntityMemory.teacher_forced_logits`), greedy at
   inference (`EntityMemory.cluster`).
 
+`DocumentCoreferenceHead` is the controller: word features -> a BiLSTM (as LitBank's own baseline) -> the proposer
+-> the memory; the document mode of each memory model owns one, with the model's own entity update.
+
 Word-level throughout: a word's state is the mean of its subword states, spans and distances are counted in words,
 as CoNLL files count them. Saving a model copies this file next to the weights, so it imports only torch and the
 standard library.
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import initialization as init
 
 # "new entity" is the fixed score 0 every entity score competes with (as in the authors' code).
 NEW_ENTITY_SCORE = 0.0
@@ -321,3 +325,79 @@ def clusters_from_assignment(spans: Sequence[Sequence[int]], assignment: Sequenc
     for span, entity in zip(spans, assignment):
         clusters.setdefault(int(entity), []).append((int(span[0]), int(span[1])))
     return list(clusters.values())
+
+
+class DocumentCoreferenceHead(nn.Module):
+    """Word features `(W, feature_size)` -> contextual word states (dropout, a linear projection, a BiLSTM) -> scored
+    candidate spans (`MentionProposer`) -> entities (`EntityMemory`). Its layers keep PyTorch's default
+    initialisation (`reset_to_pytorch_defaults`), the one the document-mode benchmarks measured."""
+
+    def __init__(
+        self, feature_size: int, hidden_size: int, max_span_width: int, width_size: int, update: str, dropout: float
+    ):
+        super().__init__()
+        if hidden_size % 2:
+            raise ValueError(f"hidden_size must be even (a BiLSTM of two halves), got {hidden_size}.")
+        self.max_span_width = max_span_width
+        self.input = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_size, hidden_size))
+        self.context = nn.LSTM(hidden_size, hidden_size // 2, batch_first=True, bidirectional=True)
+        self.dropout = nn.Dropout(dropout)
+        self.proposer = MentionProposer(hidden_size, max_span_width, width_size, hidden_size, dropout)
+        self.memory = EntityMemory(
+            self.proposer.spans.output_size, hidden_size, hidden_size, update, 12, 10, width_size, dropout
+        )
+        for module in self.modules():
+            module.keeps_pytorch_default_init = True
+
+    def states(self, word_features: torch.Tensor) -> torch.Tensor:
+        """Contextual word states `(W, hidden_size)`."""
+        return self.dropout(self.context(self.input(word_features).unsqueeze(0))[0][0])
+
+    def candidates(self, states: torch.Tensor, sentence_ids: torch.LongTensor) -> tuple[torch.LongTensor, torch.Tensor]:
+        """Every candidate span `(N, 2)` and its mention logit `(N,)`."""
+        spans = candidate_spans(sentence_ids, self.max_span_width)
+        return spans, self.proposer(states, spans)[1]
+
+    def losses(
+        self,
+        word_features: torch.Tensor,
+        sentence_ids: torch.LongTensor,
+        gold_spans: torch.LongTensor,
+        gold_cluster_ids: torch.LongTensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`(mention loss, clustering loss)` of one document: binary cross-entropy of every candidate span against the
+        gold mentions, and the memory's teacher-forced decisions over the gold mentions (0 without any)."""
+        states = self.states(word_features)
+        spans, logits = self.candidates(states, sentence_ids)
+        mention_loss = F.binary_cross_entropy_with_logits(logits, mention_labels(spans, gold_spans))
+        if gold_spans.shape[0] == 0:
+            return mention_loss, logits.sum() * 0.0
+        order = spans_in_document_order(gold_spans)
+        gold_spans, gold_cluster_ids = gold_spans[order], gold_cluster_ids[order]
+        vectors, _ = self.proposer(states, gold_spans)
+        logits, mask, targets = self.memory.teacher_forced_logits(vectors, gold_spans[:, 0], gold_cluster_ids)
+        return mention_loss, clustering_loss(logits, mask, targets)
+
+    @torch.no_grad()
+    def cluster_spans(self, states: torch.Tensor, spans: torch.LongTensor) -> list[int]:
+        """The entity of every span `(K, 2)` (in document order), greedily."""
+        if spans.shape[0] == 0:
+            return []
+        vectors, _ = self.proposer(states, spans)
+        return self.memory.cluster(vectors, spans[:, 0])
+
+
+def reset_to_pytorch_defaults(module: nn.Module) -> None:
+    """PyTorch's own initialisation of a layer, through transformers' `init` functions (which skip weights loaded from
+    a checkpoint): linear layers uniform in +-1/sqrt(fan_in) (weights via kaiming-uniform), embeddings normal(0, 1),
+    recurrent layers uniform in +-1/sqrt(hidden_size)."""
+    if isinstance(module, nn.Linear):
+        init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+        if module.bias is not None:
+            init.uniform_(module.bias, -1.0 / math.sqrt(module.in_features), 1.0 / math.sqrt(module.in_features))
+    elif isinstance(module, nn.Embedding):
+        init.normal_(module.weight, 0.0, 1.0)
+    elif isinstance(module, (nn.LSTM, nn.GRUCell)):
+        bound = 1.0 / math.sqrt(module.hidden_size)
+        for parameter in module.parameters(recurse=False):
+            init.uniform_(parameter, -bound, bound)
