@@ -23,15 +23,53 @@ standard library.
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
+from transformers.utils import ModelOutput
 
 # "new entity" is the fixed score 0 every entity score competes with (as in the authors' code).
 NEW_ENTITY_SCORE = 0.0
 ENTITY_UPDATES = ("mlp-merge", "gru", "mean")
+COREFERENCE_MODES = ("tokens", "document")
+# The head's fixed shape: log-scale buckets of distances (words since an entity's last mention: up to 2**10) and of
+# entity sizes (mentions so far: up to 2**8).
+NUM_DISTANCE_BUCKETS, NUM_SIZE_BUCKETS = 12, 10
+
+
+def check_document_mode_values(config, size_limit) -> None:
+    """Validate the document-mode fields every entity-memory config has (see the configs' docstrings); sizes must
+    lie in [1, `size_limit.maximum`] (`checkpoints.WIDTH_LIMIT`).
+
+    Raises:
+        ValueError: What is wrong and the fix, in one line.
+    """
+    checks = [
+        (config.coreference_mode in COREFERENCE_MODES,
+         f"coreference_mode must be one of {COREFERENCE_MODES}, got {config.coreference_mode!r}."),
+        (config.entity_update in ENTITY_UPDATES,
+         f"entity_update must be one of {ENTITY_UPDATES}, got {config.entity_update!r}."),
+        (0.0 <= config.document_dropout < 1.0, f"document_dropout must be in [0, 1), got {config.document_dropout}."),
+        (config.span_loss_weight >= 0, f"span_loss_weight must be >= 0, got {config.span_loss_weight}."),
+        (math.isfinite(config.span_threshold), f"span_threshold must be a finite logit, got {config.span_threshold}."),
+        (0.0 < config.max_mentions_per_word <= config.max_span_width,
+         f"max_mentions_per_word must be in (0, max_span_width={config.max_span_width}], got "
+         f"{config.max_mentions_per_word}."),
+        (config.document_hidden_size % 2 == 0,
+         f"document_hidden_size must be even (a BiLSTM of two halves), got {config.document_hidden_size}."),
+    ]
+    for name in ("document_hidden_size", "max_span_width", "span_width_size"):
+        value = getattr(config, name)
+        checks.append((
+            1 <= value <= size_limit.maximum,
+            f"{name} must be in [1, {size_limit.maximum:,}], got {value}.",
+        ))
+    for condition, message in checks:
+        if not condition:
+            raise ValueError(message)
 
 
 def log_buckets(values: torch.Tensor, num_buckets: int) -> torch.Tensor:
@@ -344,8 +382,9 @@ class DocumentCoreferenceHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.proposer = MentionProposer(hidden_size, max_span_width, width_size, hidden_size, dropout)
         self.memory = EntityMemory(
-            self.proposer.spans.output_size, hidden_size, hidden_size, update, 12, 10, width_size, dropout
-        )
+            self.proposer.spans.output_size, hidden_size, hidden_size, update, NUM_DISTANCE_BUCKETS, NUM_SIZE_BUCKETS,
+            width_size, dropout,
+        )  # fmt: skip
         for module in self.modules():
             module.keeps_pytorch_default_init = True
 
@@ -360,18 +399,17 @@ class DocumentCoreferenceHead(nn.Module):
 
     def losses(
         self,
-        word_features: torch.Tensor,
-        sentence_ids: torch.LongTensor,
+        states: torch.Tensor,
+        spans: torch.LongTensor,
+        span_logits: torch.Tensor,
         gold_spans: torch.LongTensor,
         gold_cluster_ids: torch.LongTensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`(mention loss, clustering loss)` of one document: binary cross-entropy of every candidate span against the
-        gold mentions, and the memory's teacher-forced decisions over the gold mentions (0 without any)."""
-        states = self.states(word_features)
-        spans, logits = self.candidates(states, sentence_ids)
-        mention_loss = F.binary_cross_entropy_with_logits(logits, mention_labels(spans, gold_spans))
+        gold mentions `(G, 2)`, and the memory's teacher-forced decisions over the gold mentions (0 without any)."""
+        mention_loss = F.binary_cross_entropy_with_logits(span_logits, mention_labels(spans, gold_spans))
         if gold_spans.shape[0] == 0:
-            return mention_loss, logits.sum() * 0.0
+            return mention_loss, span_logits.sum() * 0.0
         order = spans_in_document_order(gold_spans)
         gold_spans, gold_cluster_ids = gold_spans[order], gold_cluster_ids[order]
         vectors, _ = self.proposer(states, gold_spans)
@@ -401,3 +439,167 @@ def reset_to_pytorch_defaults(module: nn.Module) -> None:
         bound = 1.0 / math.sqrt(module.hidden_size)
         for parameter in module.parameters(recurse=False):
             init.uniform_(parameter, -bound, bound)
+
+
+@dataclass
+class DocumentCoreferenceOutput(ModelOutput):
+    """
+    Output of a memory model's coreference head in document mode (`coreference_mode="document"`).
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*):
+            With gold mentions: the mean over documents of `span_loss_weight * mention_loss + cluster_loss`.
+        mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Binary cross-entropy of every candidate span against the gold mentions, mean over documents.
+        cluster_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Cross-entropy of the memory's teacher-forced decisions over the gold mentions, mean over documents.
+        candidate_spans (`torch.LongTensor` of shape `(batch_size, num_spans, 2)`):
+            Every candidate mention `(first word, last word)` (last inclusive) of each document; rows of -1 pad.
+        span_logits (`torch.FloatTensor` of shape `(batch_size, num_spans)`):
+            The mention logit of every candidate span; -inf on padding.
+    """
+
+    loss: torch.FloatTensor | None = None
+    mention_loss: torch.FloatTensor | None = None
+    cluster_loss: torch.FloatTensor | None = None
+    candidate_spans: torch.LongTensor | None = None
+    span_logits: torch.FloatTensor | None = None
+
+
+def document_head_for(config) -> DocumentCoreferenceHead | None:
+    """The document-mode head a config asks for (None in the token mode)."""
+    if config.coreference_mode != "document":
+        return None
+    feature_size = len(config.encoder_layers) * config.encoder_config.hidden_size
+    return DocumentCoreferenceHead(
+        feature_size, config.document_hidden_size, config.max_span_width, config.span_width_size,
+        config.entity_update, config.document_dropout,
+    )  # fmt: skip
+
+
+class DocumentCoreferenceMixin:
+    """The document mode of a memory model's coreference head, which has `document_head` (`document_head_for`) and a
+    base model with an `encoder`. Documents arrive as tokens (`input_ids` or cached `encoder_features`) with the word
+    of every token (`word_ids`), or as cached word features; `sentence_ids` gives every word's sentence (spans never
+    cross a sentence end). Word ids, spans and distances count words, as CoNLL files do."""
+
+    def _document_forward(
+        self, input_ids, attention_mask, encoder_features, word_features, word_ids, sentence_ids, gold_spans,
+        gold_cluster_ids,
+    ) -> DocumentCoreferenceOutput:  # fmt: skip
+        features, sentences = self.document_word_features(
+            sentence_ids, input_ids, attention_mask, encoder_features, word_features, word_ids
+        )
+        if (gold_spans is None) != (gold_cluster_ids is None):
+            raise ValueError("Pass `gold_spans` and `gold_cluster_ids` together to compute the loss.")
+        golds = _gold_rows(gold_spans, gold_cluster_ids, [f.shape[0] for f in features])
+        spans_rows, logits_rows, losses = [], [], []
+        for index, (document_features, document_sentences) in enumerate(zip(features, sentences)):
+            states = self.document_head.states(document_features)
+            spans, logits = self.document_head.candidates(states, document_sentences)
+            spans_rows.append(spans)
+            logits_rows.append(logits)
+            if golds is not None:
+                losses.append(self.document_head.losses(states, spans, logits, *golds[index]))
+        output = DocumentCoreferenceOutput(
+            candidate_spans=torch.nn.utils.rnn.pad_sequence(spans_rows, batch_first=True, padding_value=-1),
+            span_logits=torch.nn.utils.rnn.pad_sequence(logits_rows, batch_first=True, padding_value=float("-inf")),
+        )
+        if losses:
+            output.mention_loss = torch.stack([mention for mention, _ in losses]).mean()
+            output.cluster_loss = torch.stack([cluster for _, cluster in losses]).mean()
+            output.loss = self.config.span_loss_weight * output.mention_loss + output.cluster_loss
+        return output
+
+    def document_word_features(
+        self,
+        sentence_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        word_features: torch.FloatTensor | None = None,
+        word_ids: torch.LongTensor | None = None,
+    ) -> tuple[list[torch.Tensor], list[torch.LongTensor]]:
+        """Every document's word features `(W_b, F)` (the mean of its subwords' encoder features) and sentence ids
+        `(W_b,)`, from `word_features` `(B, W, F)` or from tokens with their `word_ids` `(B, T)` (-1: no word)."""
+        if self.config.coreference_mode != "document":
+            raise ValueError("document_word_features needs a model in coreference_mode='document'.")
+        if sentence_ids is None or sentence_ids.dim() != 2:
+            raise ValueError("sentence_ids must have shape (documents, words) (-1 pads), the sentence of every word.")
+        lengths = (sentence_ids >= 0).sum(-1).tolist()
+        if min(lengths) == 0:
+            raise ValueError("Every document needs at least one word: skip empty documents.")
+        if sum(source is not None for source in (input_ids, encoder_features, word_features)) != 1:
+            raise ValueError("Pass exactly one of `input_ids`, `encoder_features` and `word_features`.")
+        if word_features is None:
+            if word_ids is None:
+                raise ValueError("Pass `word_ids` (the word of every token, -1 for none) with tokens.")
+            if encoder_features is None:
+                encoder_features = self.get_encoder_features(input_ids, attention_mask)
+            word_features = [word_states(tokens, ids) for tokens, ids in zip(encoder_features, word_ids)]
+        features = [document[:length] for document, length in zip(word_features, lengths)]
+        for index, (document, length) in enumerate(zip(features, lengths)):
+            if document.shape[0] != length:
+                raise ValueError(
+                    f"Document {index} has {length} words in sentence_ids but {document.shape[0]} word features: "
+                    "every word needs at least one token (word_ids from the tokenizer's word_ids())."
+                )
+        return features, [document[:length] for document, length in zip(sentence_ids, lengths)]
+
+    @torch.no_grad()
+    def predict_clusters(
+        self,
+        sentence_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_features: torch.FloatTensor | None = None,
+        word_features: torch.FloatTensor | None = None,
+        word_ids: torch.LongTensor | None = None,
+        mention_spans: Sequence[torch.LongTensor] | None = None,
+        span_threshold: float | None = None,
+    ) -> list[list[tuple[int, int, int]]]:
+        """The mentions `(first word, last word, entity)` of every document, in document order: the proposed spans
+        (logit >= `span_threshold`, default `config.span_threshold`; at most `config.max_mentions_per_word` per word)
+        or the given `mention_spans` (one `(K, 2)` tensor per document, e.g. gold mentions), clustered greedily."""
+        was_training = self.training
+        self.eval()
+        try:
+            features, sentences = self.document_word_features(
+                sentence_ids, input_ids, attention_mask, encoder_features, word_features, word_ids
+            )
+            threshold = self.config.span_threshold if span_threshold is None else float(span_threshold)
+            documents = []
+            for index, (document_features, document_sentences) in enumerate(zip(features, sentences)):
+                states = self.document_head.states(document_features)
+                if mention_spans is None:
+                    spans, logits = self.document_head.candidates(states, document_sentences)
+                    spans = keep_top_spans(
+                        spans, logits, threshold, self.config.max_mentions_per_word, document_features.shape[0]
+                    )
+                else:
+                    spans = mention_spans[index].to(states.device).view(-1, 2)
+                    spans = spans[spans_in_document_order(spans)]
+                entities = self.document_head.cluster_spans(states, spans)
+                documents.append([(int(a), int(b), e) for (a, b), e in zip(spans.tolist(), entities)])
+            return documents
+        finally:
+            self.train(was_training)
+
+
+def _gold_rows(gold_spans, gold_cluster_ids, lengths: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Every document's gold mentions `(G_b, 2)` and entities `(G_b,)` from padded `(B, G, 2)` / `(B, G)` (-1 pads)."""
+    if gold_spans is None:
+        return None
+    if gold_spans.dim() != 3 or gold_spans.shape[-1] != 2 or gold_cluster_ids.shape != gold_spans.shape[:2]:
+        raise ValueError(
+            f"gold_spans must have shape (documents, mentions, 2) and gold_cluster_ids (documents, mentions), got "
+            f"{tuple(gold_spans.shape)} and {tuple(gold_cluster_ids.shape)}."
+        )
+    rows = []
+    for spans, clusters, length in zip(gold_spans, gold_cluster_ids, lengths):
+        real = spans[:, 0] >= 0
+        spans, clusters = spans[real], clusters[real]
+        if spans.numel() and (spans[:, 1] < spans[:, 0]).any() or (spans.numel() and spans.max() >= length):
+            raise ValueError(f"gold_spans must be (first word, last word) with first <= last < {length} (the words).")
+        rows.append((spans, clusters))
+    return rows

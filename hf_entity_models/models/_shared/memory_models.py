@@ -10,6 +10,7 @@ from transformers.utils import ModelOutput
 
 from .checkpoints import CheckpointMixin
 from .coreference_links import candidate_scores_if_asked, check_link_inputs, encode_in_windows, mention_detection_loss
+from .document_coreference import DocumentCoreferenceMixin
 from .encoders import copy_encoder_weights, load_pretrained_encoder
 
 
@@ -55,6 +56,13 @@ class MemoryPreTrainedMixin(CheckpointMixin):
         outputs = self.base_model.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         return torch.cat([outputs.hidden_states[layer] for layer in self.config.encoder_layers], dim=-1)
 
+    def _refuse_document_mode(self) -> None:
+        if self.config.coreference_mode == "document":
+            raise ValueError(
+                f"{type(self).__name__} of a coreference_mode='document' checkpoint holds only the encoder: load it "
+                "with AutoModelForCoreference (or pipeline('coreference')), whose head reads whole documents."
+            )
+
     def _check_arguments(self, unexpected: dict[str, Any], token_type_ids: torch.Tensor | None = None) -> None:
         if unexpected:
             raise TypeError(f"{type(self).__name__}.forward got unexpected arguments: {sorted(unexpected)}.")
@@ -62,7 +70,7 @@ class MemoryPreTrainedMixin(CheckpointMixin):
             raise ValueError("token_type_ids must be all zeros: the model reads one text segment, not a pair of texts.")
 
 
-class MemoryCoreferenceMixin:
+class MemoryCoreferenceMixin(DocumentCoreferenceMixin):
     """First in the bases of a memory model's coreference head. Hooks: `_output_class`, `_link_log_probability_class`
     (built from the overwrite and coreference logs, it maps token pairs to log link probabilities),
     `_mention_loss_reduction` (of `mention_detection_loss`), `_encoder_config_defaults` (of `from_encoder`), and
@@ -95,6 +103,11 @@ class MemoryCoreferenceMixin:
         link_labels: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         mention_targets: torch.LongTensor | None = None,
+        word_ids: torch.LongTensor | None = None,
+        sentence_ids: torch.LongTensor | None = None,
+        word_features: torch.FloatTensor | None = None,
+        gold_spans: torch.LongTensor | None = None,
+        gold_cluster_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> ModelOutput:
         r"""
@@ -112,8 +125,32 @@ class MemoryCoreferenceMixin:
                 where not scored: dense supervision of mention detection and of the new-entity decision for corpora
                 that annotate every mention (CoNLL-2012, LitBank; `mention_detection_loss`). Adds
                 `mention_loss_weight * mention_loss` to the loss.
+            word_ids (`(batch_size, sequence_length)`), sentence_ids (`(batch_size, num_words)`), word_features
+            (`(batch_size, num_words, features)`), gold_spans (`(batch_size, num_mentions, 2)`), gold_cluster_ids
+            (`(batch_size, num_mentions)`), *optional*:
+                The document mode's inputs (`coreference_mode="document"`, `DocumentCoreferenceMixin`; -1 pads
+                each): the word of every token, the sentence of every word, cached word features instead of tokens,
+                and the gold mentions `(first word, last word)` with their entities, which add the loss. The output
+                is then a `DocumentCoreferenceOutput`.
         """
         self._check_arguments(kwargs)
+        document_inputs = (word_ids, sentence_ids, word_features, gold_spans, gold_cluster_ids)
+        if self.config.coreference_mode == "document":
+            token_mode_inputs = (pronoun_spans, candidate_spans, link_pairs, link_labels, mention_targets)
+            if any(value is not None for value in token_mode_inputs):
+                raise ValueError(
+                    "This model is in coreference_mode='document': it takes word_ids, sentence_ids and gold_spans / "
+                    "gold_cluster_ids, not the token mode's pronoun, candidate, link or mention-target inputs."
+                )
+            return self._document_forward(
+                input_ids, attention_mask, encoder_features, word_features, word_ids, sentence_ids, gold_spans,
+                gold_cluster_ids,
+            )  # fmt: skip
+        if any(value is not None for value in document_inputs):
+            raise ValueError(
+                "word_ids, sentence_ids, word_features, gold_spans and gold_cluster_ids are inputs of the document "
+                "mode; this model is in coreference_mode='tokens'."
+            )
         memory_output = self.base_model(
             input_ids=input_ids, attention_mask=attention_mask, special_tokens_mask=special_tokens_mask,
             encoder_features=encoder_features, token_type_ids=token_type_ids,

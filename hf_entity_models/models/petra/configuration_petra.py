@@ -11,6 +11,7 @@ from transformers import AutoConfig, PreTrainedConfig
 from hf_entity_models.models._shared.checkpoints import WIDTH_LIMIT, CheckpointConfigMixin
 from hf_entity_models.models._shared.checkpoints import transformer_parameter_estimate
 from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, check_memory_reader_values
+from hf_entity_models.models._shared.document_coreference import check_document_mode_values
 from hf_entity_models.models._shared.encoders import build_encoder_config
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
@@ -136,6 +137,30 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
         memory_chunk_size (`int`, *optional*, defaults to 16):
             Tokens per compiled chunk with `memory_implementation="compiled"`. Longer chunks fuse more steps but
             compile longer; the last chunk of a document is padded with no-op steps.
+        coreference_mode (`str`, *optional*, defaults to `"tokens"`):
+            `"tokens"`: the paper's model, a memory of a few cells read token by token (GAP; the mode of every
+            checkpoint saved before the document mode existed). `"document"`: coreference over whole documents
+            (LitBank, CoNLL-2012): span mentions proposed and scored, clustered by an unbounded memory of entities
+            read one mention at a time, as the authors later took the model to long documents (Toshniwal et al.,
+            2020b, 2021; `models/_shared/document_coreference.py`). The token memory's fields are then unused.
+        document_hidden_size (`int`, *optional*, defaults to 256):
+            Document mode: size of the BiLSTM word states, the entity vectors and the scorers' hidden layers.
+        max_span_width (`int`, *optional*, defaults to 12):
+            Document mode: the longest candidate mention, in words (LitBank: 99% of mentions).
+        span_width_size (`int`, *optional*, defaults to 20):
+            Document mode: size of the span-width and distance/size feature embeddings.
+        document_dropout (`float`, *optional*, defaults to 0.3):
+            Document mode: dropout on the word features, the word states and the scorers' hidden layers.
+        span_loss_weight (`float`, *optional*, defaults to 10.0):
+            Document mode: weight of the mention loss beside the clustering loss (chosen on LitBank selection books).
+        span_threshold (`float`, *optional*, defaults to 0.0):
+            Document mode: smallest mention logit of a proposed mention; `train --conll` chooses it on validation
+            documents and stores it here.
+        max_mentions_per_word (`float`, *optional*, defaults to 0.6):
+            Document mode: at most this many proposed mentions per word of a document (the highest scored).
+        entity_update (`str`, *optional*):
+            Document mode: how an entity's vector takes in a new mention, `"mlp-merge"`, `"gru"` or `"mean"`
+            (`EntityMemory`). Defaults to this model's own update: `"mlp-merge"`, the coreference update of Eq. 7 (a tanh-MLP of [entity; mention], as the authors' code).
         evaluation_results (`list[dict]`, *optional*):
             Measured results of this checkpoint, reported in the model card that `save_pretrained` and
             `push_to_hub` write. Each entry is a dict with `task` (e.g. `"coreference"`), `dataset` (e.g. `"gap"`),
@@ -199,12 +224,23 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
     linear_init: str = "normal"
     memory_implementation: str = "eager"
     memory_chunk_size: int = 16
+    coreference_mode: str = "tokens"
+    document_hidden_size: int = 256
+    max_span_width: int = 12
+    span_width_size: int = 20
+    document_dropout: float | int = 0.3
+    span_loss_weight: float | int = 10.0
+    span_threshold: float | int = 0.0
+    max_mentions_per_word: float | int = 0.6
+    entity_update: str | None = None
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
         self.encoder_config = build_encoder_config(self.encoder_config, default_model_type="bert")
         super().__post_init__(**kwargs)
         self.encoder_layers = [int(layer) for layer in self.encoder_layers]
+        if self.entity_update is None:
+            self.entity_update = "mlp-merge"
         self._check_values()
 
     @property
@@ -241,6 +277,7 @@ class PetraConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfig):
                 f"with hidden_size={self.hidden_size}; lower key_size (paper: 20 of 300).",
             )
         _require(0.0 < self.usage_decay < 1.0, f"usage_decay must be in (0, 1), got {self.usage_decay} (paper: 0.98).")
+        check_document_mode_values(self, WIDTH_LIMIT)
         if self.trainable_encoder_layers is not None:
             encoder_layers = getattr(self.encoder_config, "num_hidden_layers", None)
             _require(

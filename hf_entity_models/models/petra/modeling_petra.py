@@ -31,6 +31,7 @@ from hf_entity_models.models._shared.coreference_links import (
     span_link_probabilities,
     unpack_steps,
 )
+from hf_entity_models.models._shared.document_coreference import document_head_for, reset_to_pytorch_defaults
 from hf_entity_models.models._shared.memory_models import MemoryCoreferenceMixin, MemoryPreTrainedMixin
 from hf_entity_models.models._shared.memory_models import check_same_shape, checked_attention_mask, scored_tokens
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
@@ -156,6 +157,9 @@ class PetraPreTrainedModel(MemoryPreTrainedMixin, PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it, so the linear
         # layers seen here are PeTra's own. The `init` functions skip tensors loaded from a checkpoint.
+        if getattr(module, "keeps_pytorch_default_init", False):  # the document-mode head
+            reset_to_pytorch_defaults(module)
+            return
         if isinstance(module, nn.Linear) and self.config.linear_init == "pytorch_default":
             # What `nn.Linear.reset_parameters` does: weights and biases uniform in +-1/sqrt(fan_in).
             init.kaiming_uniform_(module.weight, a=math.sqrt(5))
@@ -203,6 +207,14 @@ class PetraModel(PetraPreTrainedModel):
     def __init__(self, config: PetraConfig):
         super().__init__(config)
         self.encoder = AutoModel.from_config(config.encoder_config)
+        self.gumbel_temperature = float(config.gumbel_temperature)
+        self.memory_init = self.memory_key = None
+        if config.coreference_mode == "tokens":  # the document mode's head (in PetraForCoreference) reads the encoder
+            self._build_token_memory(config)
+        self.freeze_encoder_parts()
+        self.post_init()
+
+    def _build_token_memory(self, config: PetraConfig) -> None:
         self.gru = nn.GRU(config.encoder_feature_size, config.hidden_size, batch_first=True)
         self.dropout = nn.Dropout(config.dropout)
         hidden, mlp = config.hidden_size, config.mlp_hidden_size
@@ -223,9 +235,6 @@ class PetraModel(PetraPreTrainedModel):
             if config.memory_variant == "fixed_key"
             else None
         )
-        self.gumbel_temperature = float(config.gumbel_temperature)
-        self.freeze_encoder_parts()
-        self.post_init()
 
     def freeze_encoder_parts(self) -> None:
         """Stop gradients to the encoder (`freeze_encoder`), or to all but its top `trainable_encoder_layers`."""
@@ -276,6 +285,7 @@ class PetraModel(PetraPreTrainedModel):
                 they must be all zeros (the encoder's default).
         """
         self._check_arguments(kwargs, token_type_ids)
+        self._refuse_document_mode()
         features, attention_mask = self._resolve_features(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
@@ -611,6 +621,7 @@ class PetraForCoreference(MemoryCoreferenceMixin, PetraPreTrainedModel):
     def __init__(self, config: PetraConfig):
         super().__init__(config)
         self.petra = PetraModel(config)
+        self.document_head = document_head_for(config)
         self.post_init()
 
     def _link_losses(

@@ -13,6 +13,7 @@ from transformers import AutoConfig, PreTrainedConfig
 from hf_entity_models.models._shared.checkpoints import VOCABULARY_LIMIT, WIDTH_LIMIT, CheckpointConfigMixin
 from hf_entity_models.models._shared.checkpoints import transformer_parameter_estimate
 from hf_entity_models.models._shared.coreference_links import EncoderWindowMixin, check_memory_reader_values
+from hf_entity_models.models._shared.document_coreference import check_document_mode_values
 from hf_entity_models.models._shared.encoders import build_encoder_config
 from hf_entity_models.models._shared.recurrence import MEMORY_IMPLEMENTATIONS
 
@@ -119,6 +120,30 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
             of seconds); it needs a C++ compiler on CPU and Triton on GPU.
         memory_chunk_size (`int`, *optional*, defaults to 16):
             Tokens per compiled chunk with `memory_implementation="compiled"`.
+        coreference_mode (`str`, *optional*, defaults to `"tokens"`):
+            `"tokens"`: the paper's model, a memory of a few cells read token by token (GAP; the mode of every
+            checkpoint saved before the document mode existed). `"document"`: coreference over whole documents
+            (LitBank, CoNLL-2012): span mentions proposed and scored, clustered by an unbounded memory of entities
+            read one mention at a time, as the authors later took the model to long documents (Toshniwal et al.,
+            2020b, 2021; `models/_shared/document_coreference.py`). The token memory's fields are then unused.
+        document_hidden_size (`int`, *optional*, defaults to 256):
+            Document mode: size of the BiLSTM word states, the entity vectors and the scorers' hidden layers.
+        max_span_width (`int`, *optional*, defaults to 12):
+            Document mode: the longest candidate mention, in words (LitBank: 99% of mentions).
+        span_width_size (`int`, *optional*, defaults to 20):
+            Document mode: size of the span-width and distance/size feature embeddings.
+        document_dropout (`float`, *optional*, defaults to 0.3):
+            Document mode: dropout on the word features, the word states and the scorers' hidden layers.
+        span_loss_weight (`float`, *optional*, defaults to 10.0):
+            Document mode: weight of the mention loss beside the clustering loss (chosen on LitBank selection books).
+        span_threshold (`float`, *optional*, defaults to 0.0):
+            Document mode: smallest mention logit of a proposed mention; `train --conll` chooses it on validation
+            documents and stores it here.
+        max_mentions_per_word (`float`, *optional*, defaults to 0.6):
+            Document mode: at most this many proposed mentions per word of a document (the highest scored).
+        entity_update (`str`, *optional*):
+            Document mode: how an entity's vector takes in a new mention, `"mlp-merge"`, `"gru"` or `"mean"`
+            (`EntityMemory`). Defaults to this model's own update: `"gru"`, the gated (GRU) update of the memory values.
         evaluation_results (`list[dict]`, *optional*):
             Measured results reported in the model card; the package adds them with `hf_entity_models.hub.record_evaluation`.
 
@@ -169,6 +194,15 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
     initializer_range: float = 0.02
     memory_implementation: str = "eager"
     memory_chunk_size: int = 16
+    coreference_mode: str = "tokens"
+    document_hidden_size: int = 256
+    max_span_width: int = 12
+    span_width_size: int = 20
+    document_dropout: float | int = 0.3
+    span_loss_weight: float | int = 10.0
+    span_threshold: float | int = 0.0
+    max_mentions_per_word: float | int = 0.6
+    entity_update: str | None = None
     evaluation_results: list[dict] | None = None
 
     def __post_init__(self, **kwargs):
@@ -177,6 +211,8 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
         self.encoder_layers = [int(layer) for layer in self.encoder_layers]
         if self.key_size is None:
             self.key_size = ENCODER_KEY_SIZE if self.uses_encoder else INCREMENTAL_KEY_SIZE
+        if self.entity_update is None:
+            self.entity_update = "gru"
         self._check_values()
 
     @property
@@ -241,6 +277,12 @@ class RefReaderConfig(CheckpointConfigMixin, EncoderWindowMixin, PreTrainedConfi
             not (self.uses_encoder and self.lm_loss_weight > 0),
             "lm_loss_weight > 0 needs the incremental mode (encoder_config=None): with encoder features the reader "
             "sees future tokens, so next-word prediction is meaningless.",
+        )
+        check_document_mode_values(self, WIDTH_LIMIT)
+        _require(
+            self.coreference_mode == "tokens" or (self.uses_encoder and self.lm_loss_weight == 0),
+            "coreference_mode='document' reads a pretrained encoder's features: give an encoder_config (e.g. "
+            "RefReaderForCoreference.from_encoder(name, coreference_mode='document')) and keep lm_loss_weight=0.",
         )
         if self.uses_encoder:
             self._check_encoder_fields()

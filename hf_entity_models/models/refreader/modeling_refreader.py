@@ -30,6 +30,7 @@ from hf_entity_models.models._shared.coreference_links import (
     packed_positions,
     unpack_steps,
 )
+from hf_entity_models.models._shared.document_coreference import document_head_for, reset_to_pytorch_defaults
 from hf_entity_models.models._shared.memory_models import MemoryCoreferenceMixin, MemoryPreTrainedMixin
 from hf_entity_models.models._shared.memory_models import check_same_shape, checked_attention_mask, scored_tokens
 from hf_entity_models.models._shared.recurrence import alive_steps, gumbel_noise, run_in_chunks
@@ -148,12 +149,15 @@ class RefReaderPreTrainedModel(MemoryPreTrainedMixin, PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         # The encoder is a PreTrainedModel: transformers dispatches its own `_init_weights` to it.
+        if getattr(module, "keeps_pytorch_default_init", False):  # the document-mode head
+            reset_to_pytorch_defaults(module)
+            return
         super()._init_weights(module)
         if isinstance(module, nn.GRUCell):
             bound = 1.0 / math.sqrt(module.hidden_size)
             for parameter in module.parameters():
                 init.uniform_(parameter, -bound, bound)
-        elif isinstance(module, RefReaderModel):
+        elif isinstance(module, RefReaderModel) and module.config.coreference_mode == "tokens":
             # Learned initial state, as in the authors' code (standard normal).
             init.normal_(module.initial_hidden)
             init.normal_(module.initial_keys)
@@ -197,13 +201,20 @@ class RefReaderModel(RefReaderPreTrainedModel):
 
     def __init__(self, config: RefReaderConfig):
         super().__init__(config)
-        hidden, key, cells = config.hidden_size, config.key_size, config.num_memory_cells
         if config.uses_encoder:
             self.encoder = AutoModel.from_config(config.encoder_config)
             self.embeddings = None
         else:
             self.encoder = None
             self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.gumbel_temperature = float(config.gumbel_temperature)
+        if config.coreference_mode == "tokens":  # the document mode's head (in the coreference class) reads the encoder
+            self._build_reader(config)
+        self.post_init()
+        self.freeze_fixed_parts()
+
+    def _build_reader(self, config: RefReaderConfig) -> None:
+        hidden, key, cells = config.hidden_size, config.key_size, config.num_memory_cells
         self.dropout = nn.Dropout(config.dropout)
         # Pre-recurrent state h~_t = tanh(W h_{t-1} + U x_t).
         self.input_projection = nn.Linear(config.input_feature_size, hidden)
@@ -227,9 +238,6 @@ class RefReaderModel(RefReaderPreTrainedModel):
         self.initial_hidden = nn.Parameter(torch.zeros(hidden))
         self.initial_keys = nn.Parameter(torch.zeros(cells, key))
         self.initial_values = nn.Parameter(torch.zeros(cells, hidden))
-        self.gumbel_temperature = float(config.gumbel_temperature)
-        self.post_init()
-        self.freeze_fixed_parts()
 
     # ------------------------------------------------------------------------------------------------ setup
     def freeze_fixed_parts(self) -> None:
@@ -338,6 +346,7 @@ class RefReaderModel(RefReaderPreTrainedModel):
                 Accepted so that tokenizer outputs can be passed as they are; must be all zeros (one text segment).
         """
         self._check_arguments(kwargs, token_type_ids)
+        self._refuse_document_mode()
         inputs, attention_mask, order = self._resolve_inputs(input_ids, attention_mask, encoder_features)
         token_mask = attention_mask.bool()
         if special_tokens_mask is not None:
@@ -709,6 +718,7 @@ class RefReaderForCoreference(MemoryCoreferenceMixin, RefReaderPreTrainedModel):
     def __init__(self, config: RefReaderConfig):
         super().__init__(config)
         self.refreader = RefReaderModel(config)
+        self.document_head = document_head_for(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size) if config.lm_loss_weight > 0 else None
         if self.lm_head is not None:
             # Declared per instance: the head exists only with an LM loss. transformers ties (and expects the
