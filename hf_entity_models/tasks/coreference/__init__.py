@@ -1,7 +1,7 @@
 """Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring; CoNLL-2012
 coreference files (`read_conll_coreference`, `write_conll_coreference`), their metrics (`score_coreference`),
-whole-document training and clusters (`train_on_conll`, `conll_responses`) and a rule baseline
-(`rule_baseline_clusters`)."""
+whole-document training and clusters (`train_on_conll`, `conll_responses`), the document mode's training and clusters
+(`train_document_coreference`, `document_responses`) and a rule baseline (`rule_baseline_clusters`)."""
 
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference, write_conll_coreference
@@ -16,6 +16,20 @@ from .conll_training import (
     evaluate_conll,
     mention_scores,
     train_on_conll,
+)
+from .document_training import (
+    DOCUMENT_EPOCHS,
+    DOCUMENT_SPAN_THRESHOLDS,
+    DocumentCollator,
+    DocumentSelectionCallback,
+    DocumentTrainingResult,
+    add_document_word_features,
+    document_metrics,
+    document_responses,
+    document_rows,
+    document_training_arguments,
+    evaluate_document_coreference,
+    train_document_coreference,
 )
 from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
 from .gap import (
@@ -78,6 +92,11 @@ __all__ = [
     "ConllMetrics",
     "ConllTrainingResult",
     "CorefDocument",
+    "DOCUMENT_EPOCHS",
+    "DOCUMENT_SPAN_THRESHOLDS",
+    "DocumentCollator",
+    "DocumentSelectionCallback",
+    "DocumentTrainingResult",
     "CachedFeatureDataset",
     "CoreferenceCollator",
     "CoreferencePipeline",
@@ -103,9 +122,15 @@ __all__ = [
     "conll_responses",
     "cache_encoder_features",
     "char_span_to_token_span",
+    "add_document_word_features",
     "count_unique_people",
+    "document_metrics",
+    "document_responses",
+    "document_rows",
+    "document_training_arguments",
     "encoder_features_fingerprint",
     "evaluate_conll",
+    "evaluate_document_coreference",
     "gap_gold",
     "gap_link_scheme",
     "gap_training_arguments",
@@ -131,6 +156,7 @@ __all__ = [
     "select_counting_threshold",
     "sweep_threshold",
     "threshold_grid",
+    "train_document_coreference",
     "train_on_conll",
     "train_on_gap",
     "tune_threshold",

@@ -6,7 +6,9 @@ uploaded next to a checkpoint and loaded with ``pipeline(model=..., trust_remote
 hf_entity_models.
 """
 
+import math
 import numbers
+import re
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +56,15 @@ class CoreferencePipeline(Pipeline):
       under the threshold stored in ``model.config.coref_threshold``. Spans are pairs of integer character
       offsets (a bool or float raises `TypeError`) that start and end on word boundaries (a span that cuts a word
       raises `ValueError` naming the whole word's span).
+
+    A checkpoint in **document mode** (``model.config.coreference_mode == "document"``, trained on whole books by
+    ``hf-entity train petra --conll``) answers ``pipe(text)`` with span clusters: the text is split into words (runs
+    of letters and digits, with inner apostrophes, and single punctuation marks; `document_words`) and sentences
+    (after ``.``, ``!`` or ``?`` and any closing quotes, and at blank lines; `document_sentence_ids`), the model
+    proposes mentions of up to ``config.max_span_width`` words inside a sentence (nested mentions included) and
+    clusters them in text order (`predict_clusters`). Every entity is returned, those mentioned once included, in
+    the order of its first mention; ``span_threshold=`` overrides ``config.span_threshold`` (a logit). Queries and
+    the memory log are token-mode answers.
 
     Texts may be a string or a list of strings (an empty list gives ``[]``); ``batch_size=`` batches them; long
     documents are encoded in windows by the model (nothing is truncated). To give every text of a list its own
@@ -107,10 +118,15 @@ class CoreferencePipeline(Pipeline):
         candidates: Sequence[CharSpan] | None = None,
         return_memory_log: bool | None = None,
         mention_threshold: float | None = None,
+        span_threshold: float | None = None,
         **kwargs,
     ):
         if kwargs:
             raise TypeError(f"Unknown arguments for the coreference pipeline: {sorted(kwargs)}.")
+        if self._document_mode():
+            return {}, {"span_threshold": _checked_span_threshold(span_threshold)}, {}
+        if span_threshold is not None:
+            raise ValueError("span_threshold is for document-mode checkpoints; this one reads tokens (mention_threshold).")
         if (pronoun is None) != (candidates is None):
             raise ValueError("Pass `pronoun=(start, end)` together with `candidates=[(start, end), ...]`.")
         preprocess_parameters = {}
@@ -130,6 +146,8 @@ class CoreferencePipeline(Pipeline):
         if not text.strip():
             raise ValueError("The text is empty; pass a non-empty string.")
         check_unicode(text, "The text")
+        if self._document_mode():
+            return self._document_preprocess(text, query)
         encoding = self.tokenizer(
             text,
             return_offsets_mapping=True,
@@ -142,7 +160,9 @@ class CoreferencePipeline(Pipeline):
         spans = _query_token_spans(text, offsets, query) if query is not None else None
         return {**encoding, "text": text, "offsets": offsets, "query": query, "query_token_spans": spans}
 
-    def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
+    def _forward(self, model_inputs: dict[str, Any], span_threshold: float | None = None) -> dict[str, Any]:
+        if self._document_mode():
+            return self._document_forward(model_inputs, span_threshold)
         texts, offsets = model_inputs.pop("text"), model_inputs.pop("offsets")
         queries, query_spans = model_inputs.pop("query"), model_inputs.pop("query_token_spans")
         single = isinstance(texts, str)  # batch_size=1 leaves the items unbatched
@@ -168,6 +188,8 @@ class CoreferencePipeline(Pipeline):
     def postprocess(
         self, model_outputs: dict[str, Any], return_memory_log: bool = False, mention_threshold: float | None = None
     ) -> dict[str, Any]:
+        if self._document_mode():
+            return {"clusters": _document_clusters(model_outputs["text"], model_outputs["words"], model_outputs["mentions"])}
         if mention_threshold is None:
             mention_threshold = float(getattr(self.model.config, "mention_threshold", 0.5))
         text, offsets, query = model_outputs["text"], model_outputs["offsets"], model_outputs["query"]
@@ -189,6 +211,50 @@ class CoreferencePipeline(Pipeline):
         if return_memory_log:
             result["memory_log"] = _memory_log(text, offsets, log)
         return result
+
+
+    # ---------------------------------------------------------------------------------------------- document mode
+    def _document_mode(self) -> bool:
+        return getattr(self.model.config, "coreference_mode", "tokens") == "document"
+
+    def _document_preprocess(self, text: str, query: Any) -> dict[str, Any]:
+        if query is not None:
+            raise ValueError(
+                "pronoun/candidates queries are answered by token-mode checkpoints (GAP); a document-mode checkpoint "
+                "returns the clusters of the whole text: look for the pronoun's mention there."
+            )
+        words = document_words(text)
+        if not words:
+            raise ValueError("The text has no word (only spaces or control characters); pass a text with words.")
+        encoding = self.tokenizer(
+            [text[start:end] for start, end in words], is_split_into_words=True, truncation=False,
+            return_tensors="pt", verbose=False,
+        )  # fmt: skip
+        # Word positions count from 1 so that the pipeline's padding (0) reads as "no word" like special tokens.
+        positions = [0 if word is None else word + 1 for word in encoding.word_ids(0)]
+        return {
+            "input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
+            "word_positions": torch.tensor([positions]), "text": text, "words": words,
+            "sentence_ids": document_sentence_ids(text, words),
+        }  # fmt: skip
+
+    def _document_forward(self, model_inputs: dict[str, Any], span_threshold: float | None) -> dict[str, Any]:
+        texts, words, sentences = model_inputs["text"], model_inputs["words"], model_inputs["sentence_ids"]
+        single = isinstance(texts, str)  # batch_size=1 leaves the items unbatched
+        if single:
+            texts, words, sentences = [texts], [words], [sentences]
+        device = model_inputs["input_ids"].device
+        sentence_ids = torch.full((len(sentences), max(len(ids) for ids in sentences)), -1, dtype=torch.long)
+        for row, ids in enumerate(sentences):
+            sentence_ids[row, : len(ids)] = torch.tensor(ids)
+        mentions = self.model.predict_clusters(
+            sentence_ids.to(device), input_ids=model_inputs["input_ids"],
+            attention_mask=model_inputs["attention_mask"], word_ids=model_inputs["word_positions"] - 1,
+            span_threshold=span_threshold,
+        )  # fmt: skip
+        if single:
+            return {"text": texts[0], "words": words[0], "mentions": mentions[0]}
+        return {"text": texts, "words": words, "mentions": mentions}
 
 
 # ------------------------------------------------------------------------------------------------- tokenizer
@@ -390,6 +456,62 @@ def _query_answer(
         ],
         "threshold": threshold,
     }
+
+
+# ---------------------------------------------------------------------------------------- document-mode text
+# A word: letters and digits with inner apostrophes ("don't", "O'Brien"), or one other visible character.
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*|[^\s]", re.UNICODE)
+_SENTENCE_END = frozenset(".!?")
+_CLOSING = frozenset("\"'\u201d\u2019)]")
+
+
+def document_words(text: str) -> list[CharSpan]:
+    """The words of a text as character spans `[start, end)`, in order.
+
+    Example:
+        >>> text = "Don't go, Mr. O'Brien!"
+        >>> [text[a:b] for a, b in document_words(text)]
+        ["Don't", 'go', ',', 'Mr', '.', "O'Brien", '!']
+    """
+    return [match.span() for match in _WORD.finditer(text) if not unicodedata.category(match.group()[0]).startswith("C")]
+
+
+def document_sentence_ids(text: str, words: Sequence[CharSpan]) -> list[int]:
+    """The sentence of every word: a sentence ends after `.`, `!` or `?` (and the closing quotes or brackets that
+    follow it without a space), and at a blank line between two words.
+
+    Example:
+        >>> text = 'He ran. "Stop!" she said\\n\\nThe end'
+        >>> document_sentence_ids(text, document_words(text))
+        [0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3]
+    """
+    ids, sentence, ended = [], 0, False
+    for index, (start, end) in enumerate(words):
+        word = text[start:end]
+        blank_line = index > 0 and text.count("\n", words[index - 1][1], start) >= 2
+        closes = word in _CLOSING and index > 0 and start == words[index - 1][1]  # touches the sentence's end
+        if index > 0 and (blank_line or (ended and not closes)):
+            sentence += 1
+            ended = False
+        ids.append(sentence)
+        ended = ended or word in _SENTENCE_END
+    return ids
+
+
+def _document_clusters(text: str, words: Sequence[CharSpan], mentions: Sequence[tuple[int, int, int]]) -> list:
+    """Clusters of mentions `(first word, last word, entity)` as character spans, entities in order of first mention."""
+    clusters: dict[int, list[dict[str, Any]]] = {}
+    for first, last, entity in mentions:
+        clusters.setdefault(entity, []).append(_mention(text, words[first][0], words[last][1]))
+    return list(clusters.values())
+
+
+def _checked_span_threshold(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"span_threshold is a finite mention logit (e.g. 0.0), got {value!r}.")
+    return float(value)
 
 
 # -------------------------------------------------------------------------------------------------- clusters
