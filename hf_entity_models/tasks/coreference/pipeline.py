@@ -124,6 +124,15 @@ class CoreferencePipeline(Pipeline):
         if kwargs:
             raise TypeError(f"Unknown arguments for the coreference pipeline: {sorted(kwargs)}.")
         if self._document_mode():
+            token_mode = {"pronoun": pronoun, "candidates": candidates, "return_memory_log": return_memory_log,
+                          "mention_threshold": mention_threshold}
+            asked = sorted(name for name, value in token_mode.items() if value is not None)
+            if asked:
+                raise ValueError(
+                    f"{asked} are answered by token-mode checkpoints (GAP queries, the memory log); a document-mode "
+                    "checkpoint returns the clusters of the whole text (look for the pronoun's mention there) and "
+                    "takes span_threshold."
+                )
             return {}, {"span_threshold": _checked_span_threshold(span_threshold)}, {}
         if span_threshold is not None:
             raise ValueError("span_threshold is for document-mode checkpoints; this one reads tokens (mention_threshold).")
@@ -218,7 +227,7 @@ class CoreferencePipeline(Pipeline):
         return getattr(self.model.config, "coreference_mode", "tokens") == "document"
 
     def _document_preprocess(self, text: str, query: Any) -> dict[str, Any]:
-        if query is not None:
+        if query is not None:  # a query given inside a dict input
             raise ValueError(
                 "pronoun/candidates queries are answered by token-mode checkpoints (GAP); a document-mode checkpoint "
                 "returns the clusters of the whole text: look for the pronoun's mention there."
