@@ -38,7 +38,8 @@ class ModelCardSpec:
             limitations of known datasets (e.g. GAP's) follow them.
         usage_with_package: `(class_name, model_location) -> str`: a fenced Python block that loads the checkpoint
             with hf-entity-models installed.
-        pipeline_examples: Python lines calling `pipe`, the pipeline saved with the checkpoint, shown after it is
+        pipeline_examples: Python lines calling `pipe`, the pipeline saved with the checkpoint (or `config -> lines`,
+            when they depend on the checkpoint's mode), shown after it is
             loaded with `trust_remote_code=True` (only when the class ships a pipeline).
         usage_note: Paragraph that closes the usage section (e.g. how offsets and long inputs are handled).
         training_note: What the package's training recipe does with the data, closing the data section.
@@ -70,7 +71,7 @@ class ModelCardSpec:
     config_rows: Callable[[Any, str], list[tuple[str, str]]]
     limitations: Callable[[Any, list[str]], list[str]]
     usage_with_package: Callable[[str, str], str]
-    pipeline_examples: tuple[str, ...] = ()
+    pipeline_examples: tuple[str, ...] | Callable[[Any], tuple[str, ...]] = ()
     usage_note: str = ""
     training_note: str = ""
     frozen_parameter_count: Callable[[Any], int] | None = None
@@ -317,7 +318,7 @@ def model_card(
         code_files=", ".join(f"`{name}`" for name in code_files),
         location=model_location,
         class_name=class_name,
-        pipeline_examples=list(spec.pipeline_examples) if pipelines else [],
+        pipeline_examples=list(_pipeline_examples(spec, config)) if pipelines else [],
         pipeline_tasks=", ".join(f"`{task}`" for task in pipelines),
         usage_note=spec.usage_note,
         limitations=[
@@ -366,3 +367,7 @@ def _scale(result: dict[str, Any]) -> str:
     if metric in _FRACTION_METRICS:
         return "0-1"
     return "-"
+
+
+def _pipeline_examples(spec: ModelCardSpec, config: Any) -> tuple[str, ...]:
+    return spec.pipeline_examples(config) if callable(spec.pipeline_examples) else spec.pipeline_examples

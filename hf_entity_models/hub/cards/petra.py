@@ -13,6 +13,9 @@ from .coreference import (
     COREFERENCE_PIPELINE_TAG,
     USAGE_NOTE,
     coreference_usage_with_package,
+    document_mode_config_rows,
+    document_mode_overview,
+    is_document_mode,
     pipeline_examples,
     whole_document_limitations,
 )
@@ -33,6 +36,8 @@ def _overview(config: PetraConfig, class_name: str) -> str:
         if class_name == "PetraForCoreference"
         else "This checkpoint is the bare memory model (no coreference head): it returns the memory log."
     )
+    if is_document_mode(config):
+        head = document_mode_overview(config, "by a tanh-MLP of the entity and the mention, PeTra's coreference update")
     return (
         "A [PeTra](https://aclanthology.org/2020.acl-main.481/) model (Toshniwal, Ettinger, Gimpel and Livescu, "
         "2020, *PeTra: A Sparsely Supervised Memory Model for People Tracking*), packaged with "
@@ -46,6 +51,10 @@ def _overview(config: PetraConfig, class_name: str) -> str:
 
 def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
     frozen = "frozen" if config.freeze_encoder else "fine-tuned"
+    if is_document_mode(config):
+        encoder = [("Encoder", f"{encoder_summary(config.encoder_config)}, {frozen}"),
+                   ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)")]
+        return encoder + document_mode_config_rows(config)
     return [
         ("Encoder", f"{encoder_summary(config.encoder_config)}, {frozen}"),
         ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
@@ -64,6 +73,8 @@ def _config_rows(config: PetraConfig, class_name: str) -> list[tuple[str, str]]:
 
 
 def _limitations(config: PetraConfig, datasets: list[str]) -> list[str]:
+    if is_document_mode(config):
+        return whole_document_limitations(config)
     limits = [
         f"The memory has {config.num_memory_cells} cells: a document that mentions more people makes PeTra "
         "overwrite cells, and the overwritten people are forgotten.",

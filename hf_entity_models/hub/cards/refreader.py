@@ -14,6 +14,9 @@ from .coreference import (
     COREFERENCE_PIPELINE_TAG,
     USAGE_NOTE,
     coreference_usage_with_package,
+    document_mode_config_rows,
+    document_mode_overview,
+    is_document_mode,
     pipeline_examples,
     whole_document_limitations,
 )
@@ -41,6 +44,8 @@ _HEADS = {
 
 def _overview(config: RefReaderConfig, class_name: str) -> str:
     head = _HEADS.get(class_name, "This checkpoint is the bare reader (no head): it returns the memory log.")
+    if is_document_mode(config):
+        head = document_mode_overview(config, "by the reader's gated update, a GRU cell over the entity and the mention")
     mode = (
         "reads the features of a frozen pretrained encoder (so it resolves references left to right, but its "
         "inputs have seen the whole text)"
@@ -64,6 +69,8 @@ def _config_rows(config: RefReaderConfig, class_name: str) -> list[tuple[str, st
             ("Inputs", f"{name} (frozen), {size}"),
             ("Encoder layers read", f"`{list(config.encoder_layers)}` (concatenated)"),
         ]
+        if is_document_mode(config):
+            return inputs + document_mode_config_rows(config)
     else:
         frozen = ", frozen" if config.freeze_embeddings else ""
         inputs = [("Inputs", f"own word embeddings, {config.vocab_size} words x {config.embedding_size}{frozen}")]
@@ -78,6 +85,8 @@ def _config_rows(config: RefReaderConfig, class_name: str) -> list[tuple[str, st
 
 
 def _limitations(config: RefReaderConfig, datasets: list[str]) -> list[str]:
+    if is_document_mode(config):
+        return whole_document_limitations(config)
     limits = [
         f"The memory has {config.num_memory_cells} cells: when more entities are active, the least salient one is "
         "overwritten and forgotten (the paper finds 2 cells work best on GAP).",
