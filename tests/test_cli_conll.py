@@ -1,5 +1,6 @@
-"""`hf-entity train petra|refreader --conll` and `hf-entity evaluate CHECKPOINT --conll`: whole-document coreference on
-CoNLL-2012 files from the command line, on tiny stories and tiny models (one epoch, chunks of 16 tokens)."""
+"""`hf-entity train petra|refreader --conll --coreference-mode tokens` and `hf-entity evaluate CHECKPOINT --conll`:
+whole-document coreference with the token memory on CoNLL-2012 files from the command line, on tiny stories and tiny
+models (one epoch, chunks of 16 tokens)."""
 
 import contextlib
 import io
@@ -25,7 +26,9 @@ TINY_PETRA = ["--hidden-size", 16, "--mlp-hidden-size", 16, "--num-memory-cells"
               "--config-overrides", '{"encoder_layers": [-2, -1]}']
 TINY_REFREADER = ["--hidden-size", 8, "--num-memory-cells", 2,
                   "--config-overrides", '{"key_size": 4, "encoder_layers": [-2, -1]}']
-QUICK = ["--epochs", 1, "--chunk-length", 16, "--batch-size", 4, "--threads", 1]
+# The token memory on --conll (the document mode, the default, is tested in test_cli_document_mode.py); QUICK[:2]
+# serves GAP-format runs too.
+QUICK = ["--epochs", 1, "--chunk-length", 16, "--batch-size", 4, "--threads", 1, "--coreference-mode", "tokens"]
 TABLE_ROWS = ("MUC", "B3", "CEAF-m", "CEAF-e", "BLANC", "LEA")
 
 

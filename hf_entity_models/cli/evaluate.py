@@ -17,6 +17,7 @@ from .checkpoints import (
     architecture_of,
     checkpoint_inputs,
     checkpoint_kind,
+    stored_config,
     trust_remote_code_for,
     require_checkpoint,
     trusting_remote_code,
@@ -28,11 +29,11 @@ from .common import (
     check_output_file,
     finite_float,
     given_options,
-    hidden_sibling,
     json_safe,
     positive_int,
     write_json,
 )
+from .coreference_conll import conll_table, evaluate_document_checkpoint, write_responses
 from .language_modeling import BOOK_SPLIT_OPTIONS, DEFAULT_WINDOW_LENGTH, add_book_split_options
 from .question_answering import add_window_options
 
@@ -49,14 +50,12 @@ _LM_OPTIONS = {
 }
 # Options of a coreference checkpoint scored on --conll documents.
 _CONLL_COREFERENCE_OPTIONS = {
-    "gold_mentions": "--gold-mentions", "mention_threshold": "--mention-threshold", "responses": "--responses",
+    "gold_mentions": "--gold-mentions", "mention_threshold": "--mention-threshold",
+    "span_threshold": "--span-threshold", "responses": "--responses",
 }
 # Rows per forward pass when --batch-size is not given: GAP rows, SQuAD windows and LM windows are short, whole
 # CoNLL documents are long (thousands of tokens each for LitBank).
 DEFAULT_BATCH_SIZE, DEFAULT_CONLL_DOCUMENTS_PER_BATCH = 32, 4
-# The rows of the `evaluate --conll` table of a coreference checkpoint: key of `score_coreference`, name printed.
-CONLL_TABLE_ROWS = (("muc", "MUC"), ("bcub", "B3"), ("ceafm", "CEAF-m"), ("ceafe", "CEAF-e"), ("blanc", "BLANC"),
-                    ("lea", "LEA"))
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -67,7 +66,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "perplexity of a language model",
         description="Score a coreference checkpoint on GAP-format rows at its stored threshold "
         "(config.coref_threshold), or on whole CoNLL-2012 documents (--conll: MUC, B3, CEAF-m, CEAF-e, BLANC, LEA, "
-        "the CoNLL F1 and mention detection, at config.mention_threshold), or a question-answering checkpoint "
+        "the CoNLL F1 and mention detection, at config.mention_threshold; a document-mode checkpoint at "
+        "config.span_threshold, with the CoNLL F1 of the gold mentions it clusters), or a question-answering "
+        "checkpoint "
         "(ForceReader or any AutoModelForQuestionAnswering folder; its config.json tells which) on SQuAD questions with the official "
         "EM / F1 (SQuAD 2.0: also HasAns / NoAns, the share of questions answered with a span and the best "
         "thresholds, at config.null_score_diff_threshold). A language model (GPT2E, or a plain GPT-2 "
@@ -122,8 +123,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     conll.add_argument(
         "--mention-threshold", type=probability, metavar="P",
-        help="a token is a mention when the memory writes it with at least this probability (default: the "
-        "checkpoint's config.mention_threshold, chosen on validation by `train --conll`)",
+        help="token-mode checkpoints: a token is a mention when the memory writes it with at least this probability "
+        "(default: the checkpoint's config.mention_threshold, chosen on validation by `train --conll "
+        "--coreference-mode tokens`)",
+    )
+    conll.add_argument(
+        "--span-threshold", type=finite_float, metavar="LOGIT",
+        help="document-mode checkpoints (config.coreference_mode='document'): a candidate span is a mention when its "
+        "mention logit reaches this value (default: the checkpoint's config.span_threshold, chosen on validation by "
+        "`train --conll`)",
     )
     conll.add_argument(
         "--responses", metavar="CONLL_FILE",
@@ -307,7 +315,11 @@ def _evaluate_conll_coreference(args: argparse.Namespace, architecture: str, inp
     from .coreference import load_coreference_checkpoint
 
     _check_conll_coreference_options(args, architecture, inputs)
+    document_mode = stored_config(args.checkpoint).get("coreference_mode") == "document"
+    _check_threshold_option(args, document_mode)
     documents = read_conll_coreference(args.conll)  # a file it refuses is refused before the model loads
+    if document_mode:
+        return evaluate_document_checkpoint(args, architecture, documents)
     model, tokenizer = load_coreference_checkpoint(args.checkpoint)
     gold_mentions = bool(args.gold_mentions)
     threshold = args.mention_threshold
@@ -333,7 +345,7 @@ def _evaluate_conll_coreference(args: argparse.Namespace, architecture: str, inp
         if args.output:
             write_json(Path(args.output), json_safe(result))
     if args.responses:
-        _write_responses(responses, Path(args.responses))
+        write_responses(responses, Path(args.responses))
         print(f"wrote the clusters of {len(responses)} documents to {args.responses}", file=sys.stderr)
     return 0
 
@@ -359,9 +371,10 @@ def _check_conll_coreference_options(args: argparse.Namespace, architecture: str
     refuse_options_of_other_checkpoints(args, _QA_OPTIONS, "question-answering checkpoints")
     language_model_options = {key: value for key, value in _LM_OPTIONS.items() if key != "conll"}
     refuse_options_of_other_checkpoints(args, language_model_options, "language-model checkpoints (GPT2E, GPT-2)")
-    if args.gold_mentions and args.mention_threshold is not None:
-        raise CliError("--mention-threshold chooses the model's own mentions, but --gold-mentions clusters the gold "
-                       "ones; drop one of them.")
+    for option, value in (("--mention-threshold", args.mention_threshold), ("--span-threshold", args.span_threshold)):
+        if args.gold_mentions and value is not None:
+            raise CliError(f"{option} chooses the model's own mentions, but --gold-mentions clusters the gold ones; "
+                           "drop one of them.")
     if not Path(args.conll).exists():
         raise CliError(f"--conll {args.conll} does not exist; give a CoNLL-2012 file or a folder of them.")
     check_output_file(args.responses, "--responses", args.overwrite, inputs)
@@ -371,37 +384,20 @@ def _check_conll_coreference_options(args: argparse.Namespace, architecture: str
         raise CliError("--responses and --output name the same file; give each its own file.")
 
 
-def conll_table(result: dict[str, Any]) -> str:
-    """The `evaluate --conll` result of a coreference checkpoint as a small table, then the CoNLL F1 and mentions."""
-    chosen = "gold mentions" if result["gold_mentions"] else f"mention threshold {result['mention_threshold']:.2f}"
-    lines = [
-        f"{result['model']} on {result['documents']} document(s) of {result['conll']} ({chosen}; singletons scored)",
-        f"{'metric':<8}{'recall':>9}{'precision':>11}{'F1':>8}",
-    ]
-    for key, name in CONLL_TABLE_ROWS:
-        scores = result[key]
-        lines.append(f"{name:<8}{scores['recall']:>9.2f}{scores['precision']:>11.2f}{scores['f1']:>8.2f}")
-    lines.append(f"CoNLL F1 {result['conll_f1']:.2f} (mean of the MUC, B3 and CEAF-e F1)")
-    lines.append(
-        f"mentions: recall {result['mention_recall']:.2f}, precision {result['mention_precision']:.2f}, F1 "
-        f"{result['mention_f1']:.2f} (exact spans; {result['response_mentions']} found, {result['key_mentions']} in "
-        "the key)"
-    )
-    return "\n".join(lines)
-
-
-def _write_responses(responses: list[Any], path: Path) -> None:
-    """`write_conll_coreference` through a new file next to `path`, renamed into place: never half a file."""
-    from ..tasks.coreference import write_conll_coreference
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = hidden_sibling(path, "writing")
-    try:
-        write_conll_coreference(responses, partial)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+def _check_threshold_option(args: argparse.Namespace, document_mode: bool) -> None:
+    """--mention-threshold is a probability of the token memory, --span-threshold a mention logit of the document
+    mode: each applies to its own kind of checkpoint."""
+    if document_mode and args.mention_threshold is not None:
+        raise CliError(
+            f"--mention-threshold is the token memory's write probability, but {args.checkpoint} is a "
+            "coreference_mode='document' checkpoint, whose mentions are spans chosen by their logit: use "
+            "--span-threshold LOGIT instead."
+        )
+    if not document_mode and args.span_threshold is not None:
+        raise CliError(
+            f"--span-threshold applies to coreference_mode='document' checkpoints, but {args.checkpoint} is in the "
+            "token mode: use --mention-threshold P instead."
+        )
 
 
 def _evaluate_question_answering(args: argparse.Namespace, inputs: list[Path]) -> int:

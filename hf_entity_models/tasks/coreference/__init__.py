@@ -30,6 +30,7 @@ from .document_training import (
     document_training_arguments,
     evaluate_document_coreference,
     train_document_coreference,
+    without_crossing_mentions,
 )
 from .features import CachedFeatureDataset, cache_encoder_features, encoder_features_fingerprint
 from .gap import (
@@ -160,6 +161,7 @@ __all__ = [
     "train_on_conll",
     "train_on_gap",
     "tune_threshold",
+    "without_crossing_mentions",
     "write_conll_coreference",
     "write_people_corpus_tsv",
 ]

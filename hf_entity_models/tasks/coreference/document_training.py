@@ -67,6 +67,7 @@ __all__ = [
     "document_training_arguments",
     "evaluate_document_coreference",
     "train_document_coreference",
+    "without_crossing_mentions",
 ]
 
 # Span thresholds (mention logits) swept on the validation documents after the best epoch is chosen at 0.0.
@@ -108,7 +109,8 @@ def document_rows(documents: Sequence[CorefDocument], tokenizer: Any) -> list[di
             no token (named, with its document).
 
     Example:
-        >>> rows = document_rows([CorefDocument("d", 0, ["Ann", "smiled", "."], [(0, 0, 1)])], tokenizer)  # doctest: +SKIP
+        >>> document = CorefDocument("d", 0, ["Ann", "smiled", "."], [(0, 0, 1)])
+        >>> rows = document_rows([document], tokenizer)  # doctest: +SKIP
         >>> rows[0]["word_ids"].tolist(), rows[0]["gold_spans"].tolist()  # doctest: +SKIP
         ([-1, 0, 1, 2, -1], [[0, 0]])
     """
@@ -314,7 +316,8 @@ def document_responses(
 
     Returns:
         One response per document; score it with `score_coreference(documents, responses)` or write it with
-        `write_conll_coreference`.
+        `write_conll_coreference`. A proposed mention that crosses an earlier mention of its own entity is left out
+        (`without_crossing_mentions`): CoNLL brackets cannot express it.
 
     Example:
         >>> responses = document_responses(model, documents, document_rows(documents, tokenizer))  # doctest: +SKIP
@@ -323,7 +326,7 @@ def document_responses(
     if len(rows) != len(documents):
         raise ValueError(f"Got {len(rows)} rows for {len(documents)} documents; pass one row per document, in order.")
     device = next(model.parameters()).device
-    responses = []
+    responses, dropped = [], 0
     for document, row in tqdm(
         list(zip(documents, rows)), desc="Clustering", unit="doc", disable=not show_progress or len(documents) < 2
     ):
@@ -331,8 +334,36 @@ def document_responses(
         mentions = model.predict_clusters(
             **_model_inputs(row, device), mention_spans=mention_spans, span_threshold=span_threshold
         )[0]
-        responses.append(document.with_mentions(mentions))
+        kept = without_crossing_mentions(mentions)
+        dropped += len(mentions) - len(kept)
+        responses.append(document.with_mentions(kept))
+    if dropped:
+        logger.info(f"Dropped {dropped} proposed mention(s) that cross an earlier mention of their own entity.")
     return responses
+
+
+def without_crossing_mentions(mentions: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The mentions without those that cross an earlier mention of the same entity (in document order: by first
+    word, longer first), e.g. (1, 3) after (0, 2). CoNLL brackets cannot express two crossing mentions of one
+    entity, so a response holding them could not be written (`write_conll_coreference`) and scored by the reference
+    scorer; nested mentions of one entity stay.
+
+    Example:
+        >>> without_crossing_mentions([(0, 2, 0), (1, 3, 0), (1, 1, 0), (2, 4, 1)])
+        [(0, 2, 0), (1, 1, 0), (2, 4, 1)]
+    """
+    ordered = sorted(mentions, key=lambda mention: (mention[0], -mention[1]))
+    open_by_entity: dict[int, list[tuple[int, int]]] = {}
+    kept = []
+    for first, last, entity in ordered:
+        # Kept mentions of the entity that end before this one starts can cross no later mention: forget them.
+        earlier = [span for span in open_by_entity.get(entity, []) if span[1] >= first]
+        if any(start < first <= end < last for start, end in earlier):
+            open_by_entity[entity] = earlier
+            continue
+        open_by_entity[entity] = [*earlier, (first, last)]
+        kept.append((first, last, entity))
+    return kept
 
 
 def document_metrics(
@@ -362,7 +393,9 @@ def evaluate_document_coreference(
     """Scores of a document-mode model on documents (`document_metrics`, with ``gold_conll_f1``): at
     `config.span_threshold` when `span_thresholds` is None, else at the best of them by CoNLL F1 (the result's
     ``span_threshold`` says which)."""
-    thresholds = [float(model.config.span_threshold)] if span_thresholds is None else [float(t) for t in span_thresholds]
+    if span_thresholds is None:
+        span_thresholds = [model.config.span_threshold]
+    thresholds = [float(threshold) for threshold in span_thresholds]
     if not thresholds:
         raise ValueError("span_thresholds is empty; give at least one span threshold (a mention logit).")
     best: dict[str, float] | None = None
@@ -491,6 +524,14 @@ class DocumentSelectionCallback(TrainerCallback):
         self.evaluation_seconds: list[float] = []
         self._evaluated_step = -1
 
+    def score(self, model: torch.nn.Module) -> dict[str, float]:
+        """`document_metrics` of the model on the validation documents at the selection threshold."""
+        gold = document_responses(model, self.documents, self.rows, gold_mentions=True,
+                                  show_progress=self.show_progress)
+        own = document_responses(model, self.documents, self.rows, span_threshold=self.span_threshold,
+                                 show_progress=self.show_progress)
+        return document_metrics(self.documents, own, gold)
+
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         self._select(args, state, control, model)
         return control
@@ -508,11 +549,7 @@ class DocumentSelectionCallback(TrainerCallback):
         if state.is_world_process_zero:
             started = time.perf_counter()
             model = _unwrapped(model)
-            gold = document_responses(model, self.documents, self.rows, gold_mentions=True,
-                                      show_progress=self.show_progress)
-            own = document_responses(model, self.documents, self.rows, span_threshold=self.span_threshold,
-                                     show_progress=self.show_progress)
-            metrics = document_metrics(self.documents, own, gold)
+            metrics = self.score(model)
             self.evaluation_seconds.append(time.perf_counter() - started)
             row = {"epoch": epoch, "step": state.global_step, **metrics}
             if self.best_conll_f1 is None or metrics["conll_f1"] > self.best_conll_f1:
@@ -573,6 +610,7 @@ def train_document_coreference(
     dataset: str = "litbank",
     dataset_name: str | None = "LitBank",
     show_progress: bool = True,
+    callbacks: Sequence[TrainerCallback] = (),
     **training_overrides,
 ) -> DocumentTrainingResult:
     """Train the document mode of a coreference memory model on CoNLL-2012 documents with the stock Trainer, keep
@@ -595,6 +633,7 @@ def train_document_coreference(
         cache_dir: Folder for the cached word features of a frozen encoder (None: in memory only).
         dataset / dataset_name: Id and display name the scores are recorded under (model card).
         show_progress: Progress bars while encoding and clustering.
+        callbacks: Further Trainer callbacks (they run after the epoch's selection).
         **training_overrides: Any `TrainingArguments` field (`document_training_arguments`), e.g. `seed=1`.
 
     Returns:
@@ -645,7 +684,7 @@ def train_document_coreference(
         args=args,
         train_dataset=train_rows,
         data_collator=DocumentCollator(pad_token_id=tokenizer.pad_token_id or 0),
-        callbacks=[timer, selection],  # the timer first: its epoch ends before the evaluation starts
+        callbacks=[timer, selection, *callbacks],  # the timer first: its epoch ends before the evaluation starts
         optimizers=(optimizer, None),
     )
     trainer.train()
@@ -655,21 +694,21 @@ def train_document_coreference(
         _load_trainable_state(model, selection.best_state)
         chosen = _choose_threshold(model, validation_documents, validation_rows, reports, report_rows, span_thresholds,
                                    show_progress)
-        chosen["best_state"] = selection.best_state
-    chosen = _from_main_process(chosen)
+        chosen.update(best_state=selection.best_state, epoch_seconds=list(timer.epoch_seconds))
+    chosen = _from_main_process(chosen)  # every process returns the main process's choices and times
     if not trainer.is_world_process_zero():
         _load_trainable_state(model, chosen["best_state"])
     validation_metrics, report_metrics = chosen["validation"], chosen["report"]
     model.config.span_threshold = float(validation_metrics["span_threshold"])
-    seconds = float(np.mean(timer.epoch_seconds)) if timer.epoch_seconds else math.nan
+    epoch_seconds = chosen["epoch_seconds"]
+    seconds = float(np.mean(epoch_seconds)) if epoch_seconds else math.nan
     for metrics in filter(None, (validation_metrics, report_metrics)):
         metrics.update(best_epoch=selection.best_epoch, seconds_per_epoch=seconds)
     _record_document_scores(model.config, validation_metrics, dataset, dataset_name, "validation")
     if report_metrics is not None:
         _record_document_scores(model.config, report_metrics, dataset, dataset_name, report_split)
     return DocumentTrainingResult(
-        trainer, validation_metrics, report_metrics, list(timer.epoch_seconds), list(selection.history),
-        chosen["sweep"],
+        trainer, validation_metrics, report_metrics, epoch_seconds, list(selection.history), chosen["sweep"]
     )
 
 
