@@ -23,7 +23,7 @@ STORIES = {
         'memory_only = AutoModel.from_pretrained("petra-gap")',  # load through the Auto classes
         'coref = pipeline("coreference", model="petra-gap")',  # ask the pipeline
         'gap_metric = evaluate.load(metric_path("gap"))',  # score with evaluate
-        "litbank = train_on_conll(",  # whole documents
+        "litbank = train_document_coreference(",  # whole documents
         'lm.push_to_hub("your-name/gpt2e-litbank")',  # GPT2E, with PeTra's clusters (`coref`)
         'model.push_to_hub("your-name/petra-gap")',  # publish
     ),
