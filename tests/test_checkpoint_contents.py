@@ -57,10 +57,10 @@ LINE_BUDGET = {name: lines * 3 // 4 for name, lines in LINES_BEFORE.items()}
 # lines against 2,769 and 2,938) though they carry no card, Hub or import-rewriting code any more: every checkpoint
 # now also runs the strict loading and the config limits this issue added (models/_shared/checkpoints.py, about 510
 # lines). For those two the ceiling is today's count, so that they cannot grow unnoticed. Issue 38 raised both by
-# about 820 lines: every checkpoint of the two can be in the token or the document mode (a config field), so it
-# carries the document mode's head (models/_shared/document_coreference.py, about 650 lines), its config fields and
-# the pipeline's raw-text reading.
-LINE_CEILING = {**LINE_BUDGET, "petra": 3780, "refreader": 3985}
+# about 1,040 lines: every checkpoint of the two can be in the token or the document mode (a config field), so it
+# carries the document mode's head (models/_shared/document_coreference.py, about 815 lines with its bounded memory),
+# its config fields and the pipeline's raw-text reading.
+LINE_CEILING = {**LINE_BUDGET, "petra": 3990, "refreader": 4195}
 # Package code that a checkpoint must not carry (it used to).
 NOT_SHIPPED = ("entity_hub.py", "evaluation_results.py", "portable_code.py", "checkpoint_fit.py")
 # Names that only card, Hub-upload or import-rewriting code uses.

@@ -280,3 +280,21 @@ def test_a_document_checkpoint_answers_where_the_package_is_not_installed(docume
     assert not remote["package_imported"] and remote["model_class"] == "PetraForCoreference"
     local = pipeline("coreference", model=str(document_checkpoint))(TEXT)["clusters"]
     assert remote["clusters"] == local
+
+
+def test_a_bounded_memory_is_a_config_field_that_survives_save_and_load(tmp_path):
+    model, batch = petra_document_model(max_entities=2), two_documents()
+    assert model.document_head.memory.max_entities == 2
+    assert any("fertility" in name for name in model.state_dict())  # the learned eviction exists only when bounded
+    assert not any("fertility" in name for name in petra_document_model().state_dict())
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCoreference.from_pretrained(tmp_path)
+    assert loaded.config.max_entities == 2 and loaded.document_head.memory.max_entities == 2
+    spans = [torch.tensor([[0, 0], [1, 1], [2, 2], [3, 3], [4, 4], [5, 5]])]
+    arguments = dict(word_features=batch["word_features"][:1], mention_spans=spans)
+    assert loaded.predict_clusters(batch["sentence_ids"][:1], **arguments) == model.predict_clusters(
+        batch["sentence_ids"][:1], **arguments
+    )
+    torch.testing.assert_close(loaded(**one_document(batch, 0)).loss, model(**one_document(batch, 0)).loss)
+    with pytest.raises(ValueError, match="max_entities must be None"):
+        tiny_petra_config(**{**DOCUMENT, "max_entities": 0})

@@ -12,6 +12,12 @@ EMNLP 2020 and CRAC 2021). Three small modules, one job each:
   input) or as the running mean of its mentions (``"mean"``). Trained with teacher forcing on the gold
   clusters (every mention's decision scored in one pass, see `EntityMemory.teacher_forced_logits`), greedy at
   inference (`EntityMemory.cluster`).
+* A bounded memory (`max_entities`; the learned bounded memory of "Learning to Ignore", EMNLP 2020): at most
+  `max_entities` entities are tracked. A mention that starts an entity while the memory is full goes to a learned
+  eviction: a "fertility" MLP scores every tracked entity and the newcomer, the lowest is dropped (an evicted entity
+  keeps its mentions but can no longer be joined; a dropped newcomer stays a singleton, "ignored"). Trained on an
+  oracle that drops the entity with the fewest gold mentions left (`oracle_bounded_memory`,
+  `EntityMemory.bounded_teacher_forcing`).
 
 `DocumentCoreferenceHead` is the controller: word features -> a BiLSTM (as LitBank's own baseline) -> the proposer
 -> the memory; the document mode of each memory model owns one, with the model's own entity update.
@@ -60,6 +66,8 @@ def check_document_mode_values(config, size_limit) -> None:
          f"{config.max_mentions_per_word}."),
         (config.document_hidden_size % 2 == 0,
          f"document_hidden_size must be even (a BiLSTM of two halves), got {config.document_hidden_size}."),
+        (_valid_capacity(getattr(config, "max_entities", None)),
+         f"max_entities must be None (unbounded) or an int >= 1, got {getattr(config, 'max_entities', None)!r}."),
     ]
     for name in ("document_hidden_size", "max_span_width", "span_width_size"):
         value = getattr(config, name)
@@ -70,6 +78,11 @@ def check_document_mode_values(config, size_limit) -> None:
     for condition, message in checks:
         if not condition:
             raise ValueError(message)
+
+
+def _valid_capacity(max_entities) -> bool:
+    return max_entities is None or (isinstance(max_entities, int) and not isinstance(max_entities, bool)
+                                    and max_entities >= 1)
 
 
 def log_buckets(values: torch.Tensor, num_buckets: int) -> torch.Tensor:
@@ -174,8 +187,75 @@ def mention_labels(spans: torch.LongTensor, gold_spans: torch.LongTensor) -> tor
     return matches.any(-1).float()
 
 
+@dataclass
+class BoundedMemoryOracle:
+    """The gold run of a bounded memory over a document's gold mentions (`oracle_bounded_memory`); row i of
+    `cells`, `sizes` and `targets` is the memory just before mention i is read, with K = `max_entities` cells.
+
+    Args:
+        cells: `(M, K)` the last mention (its index) of the entity each cell tracks; -1 for an empty cell.
+        sizes: `(M, K)` that entity's mentions since it entered its cell (0 for an empty cell).
+        targets: `(M,)` the cell of mention i's entity; K if its entity is not tracked ("new entity": its first
+            mention, or one whose entity was evicted or ignored before).
+        decisions: `(E,)` the mentions that start an entity in a full memory, in document order.
+        evicted: `(E,)` the oracle's choice for each: the cell it evicts, or K for ignoring the newcomer.
+    """
+
+    cells: torch.LongTensor
+    sizes: torch.LongTensor
+    targets: torch.LongTensor
+    decisions: torch.LongTensor
+    evicted: torch.LongTensor
+
+
+def oracle_bounded_memory(
+    cluster_ids: Sequence[int], max_entities: int, device: torch.device | str | None = None
+) -> BoundedMemoryOracle:
+    """Runs the gold clusters of a document's mentions (in document order) through a memory of `max_entities` cells.
+    A mention of a tracked entity joins it; another starts an entity, in an empty cell while there is one, else the
+    oracle drops the candidate (a tracked entity or the newcomer) with the fewest gold mentions left after this one,
+    ties to the least recently mentioned (so the newcomer, mentioned last, loses no tie)."""
+    remaining: dict[int, int] = {}
+    for entity in cluster_ids:
+        remaining[entity] = remaining.get(entity, 0) + 1
+    cell_entity: list[int] = []
+    cell_last: list[int] = []
+    cell_size: list[int] = []
+    cells, sizes, targets, decisions, evicted = [], [], [], [], []
+    for index, entity in enumerate(cluster_ids):
+        remaining[entity] -= 1
+        empty = max_entities - len(cell_entity)
+        cells.append(cell_last + [-1] * empty)
+        sizes.append(cell_size + [0] * empty)
+        if entity in cell_entity:
+            cell = cell_entity.index(entity)
+            targets.append(cell)
+            cell_last[cell], cell_size[cell] = index, cell_size[cell] + 1
+            continue
+        targets.append(max_entities)
+        if empty:
+            cell_entity.append(entity)
+            cell_last.append(index)
+            cell_size.append(1)
+            continue
+        keys = [(remaining[other], last) for other, last in zip(cell_entity, cell_last)] + [(remaining[entity], index)]
+        drop = min(range(max_entities + 1), key=keys.__getitem__)
+        decisions.append(index)
+        evicted.append(drop)
+        if drop < max_entities:
+            cell_entity[drop], cell_last[drop], cell_size[drop] = entity, index, 1
+
+    def tensor(values):
+        return torch.tensor(values, dtype=torch.long, device=device)
+
+    return BoundedMemoryOracle(
+        tensor(cells).view(-1, max_entities), tensor(sizes).view(-1, max_entities), tensor(targets),
+        tensor(decisions), tensor(evicted),
+    )  # fmt: skip
+
+
 class EntityMemory(nn.Module):
-    """Clusters mentions, read in document order, into entities held in an unbounded memory.
+    """Clusters mentions, read in document order, into entities held in a memory (unbounded by default).
 
     Each mention is compared with every entity in memory: an MLP over [entity; mention; entity * mention; distance
     bucket (words since the entity's last mention); size bucket (its mentions so far)] gives a score, "new entity"
@@ -183,6 +263,11 @@ class EntityMemory(nn.Module):
     vector is the mention's). A joined entity is updated by `update`: ``"mlp-merge"`` (the people-tracking memory's
     coreference update, a tanh-MLP of [entity; mention]), ``"gru"`` (the Referential Reader's, a GRU cell with the
     mention as input and the entity as state) or ``"mean"`` (the running mean of its mentions).
+
+    With `max_entities` the memory is bounded: at most that many entities are tracked, and a mention that starts an
+    entity in a full memory is settled by `fertility` scores (an MLP over [entity; distance bucket; size bucket]) of
+    the tracked entities and of the newcomer (its mention, size 1, distance 0): the lowest-scoring one is evicted (it
+    keeps its mentions but can no longer be joined) or, if it is the newcomer, ignored (a singleton never tracked).
     """
 
     def __init__(
@@ -195,10 +280,14 @@ class EntityMemory(nn.Module):
         num_size_buckets: int,
         feature_size: int,
         dropout: float,
+        max_entities: int | None = None,
     ):
         super().__init__()
         if update not in ENTITY_UPDATES:
             raise ValueError(f"update must be one of {ENTITY_UPDATES}, got {update!r}.")
+        if not _valid_capacity(max_entities):
+            raise ValueError(f"max_entities must be None (unbounded) or an int >= 1, got {max_entities!r}.")
+        self.max_entities = max_entities
         self.update_kind = update
         self.num_distance_buckets, self.num_size_buckets = num_distance_buckets, num_size_buckets
         self.mention_projection = nn.Linear(mention_size, entity_size)
@@ -211,6 +300,8 @@ class EntityMemory(nn.Module):
             self.merge = nn.GRUCell(entity_size, entity_size)
         else:
             self.merge = None
+        if max_entities is not None:  # created last: an unbounded memory draws the same initial weights as before
+            self.fertility_scorer = feed_forward(entity_size + 2 * feature_size, mlp_size, 1, dropout)
 
     # ------------------------------------------------------------------------------------------ the update
     def updated(self, entities: torch.Tensor, mentions: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
@@ -236,6 +327,18 @@ class EntityMemory(nn.Module):
             dim=-1,
         )  # fmt: skip
         return self.pair_scorer(features).squeeze(-1)
+
+    def fertility(self, entities: torch.Tensor, distances: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        """How much an entity `(..., D)` is worth tracking (bounded memory: the lowest is evicted), `(...)`."""
+        features = torch.cat(
+            [
+                entities,
+                self.distance_embedding(log_buckets(distances, self.num_distance_buckets)),
+                self.size_embedding(log_buckets(sizes, self.num_size_buckets)),
+            ],
+            dim=-1,
+        )  # fmt: skip
+        return self.fertility_scorer(features).squeeze(-1)
 
     # ------------------------------------------------------------------------------------------ training
     def teacher_forced_logits(
@@ -297,10 +400,57 @@ class EntityMemory(nn.Module):
             snapshots.append(state)
         return torch.stack(snapshots) if snapshots else mentions.new_zeros(1, num_clusters, mentions.shape[-1])
 
+    def bounded_teacher_forcing(
+        self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor, cluster_ids: torch.LongTensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.LongTensor, torch.Tensor, torch.LongTensor]:
+        """The bounded memory's decisions with the memory run on the gold clusters and the oracle's evictions
+        (`oracle_bounded_memory`), in one pass. The oracle fixes which entity every cell holds before every mention,
+        so each stay of an entity in a cell is a cluster of its own, built in waves (as `teacher_forced_logits`):
+        the state after every mention, then each mention reads the states of the K cells.
+
+        Args:
+            mention_vectors: `(M, mention_size)` in document order.
+            mention_starts: `(M,)` first word of every mention.
+            cluster_ids: `(M,)` the gold entity of every mention (any ints).
+
+        Returns:
+            logits `(M, K + 1)` (cell k in column k, "new entity" last; -inf for an empty cell), the mask of valid
+            columns, the targets `(M,)` (`BoundedMemoryOracle.targets`), the eviction logits `(E, K + 1)` (minus the
+            fertility of every cell, of the newcomer last) at the oracle's decisions and their targets `(E,)`.
+        """
+        capacity = self.max_entities
+        if capacity is None:
+            raise ValueError("bounded_teacher_forcing needs max_entities; an unbounded memory: teacher_forced_logits.")
+        oracle = oracle_bounded_memory(cluster_ids.tolist(), capacity, mention_vectors.device)
+        mentions = self.mention_projection(mention_vectors)
+        tracked = oracle.targets < capacity
+        target_cells = oracle.targets.clamp(max=capacity - 1).unsqueeze(1)
+        previous = torch.where(tracked, oracle.cells.gather(1, target_cells).squeeze(1), -1)
+        rank = torch.where(tracked, oracle.sizes.gather(1, target_cells).squeeze(1), 0)  # earlier mentions in the cell
+        states = mentions  # after each mention: a mention that enters a cell is its entity's state
+        for wave in range(1, int(rank.max()) + 1 if rank.numel() else 1):
+            members = torch.nonzero(rank == wave).squeeze(-1)
+            new = self.updated(states[previous[members]], mentions[members], torch.full_like(members, wave))
+            states = states.index_copy(0, members, new)
+        valid, last = oracle.cells >= 0, oracle.cells.clamp_min(0)
+        entity_states = states[last]  # (M, K, D)
+        distances = (mention_starts.unsqueeze(1) - mention_starts[last]).clamp_min(0)
+        scores = self.pair_scores(entity_states, mentions.unsqueeze(1), distances, oracle.sizes)
+        new_entity = scores.new_full((scores.shape[0], 1), NEW_ENTITY_SCORE)
+        logits = torch.cat([scores.masked_fill(~valid, float("-inf")), new_entity], dim=-1)
+        mask = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=-1)
+        rows = oracle.decisions
+        cells = self.fertility(entity_states[rows], distances[rows], oracle.sizes[rows])
+        newcomer = self.fertility(mentions[rows], torch.zeros_like(rows), torch.ones_like(rows))
+        eviction_logits = -torch.cat([cells, newcomer.unsqueeze(-1)], dim=-1)
+        return logits, mask, oracle.targets, eviction_logits, oracle.evicted
+
     # ------------------------------------------------------------------------------------------ inference
     @torch.no_grad()
     def cluster(self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor) -> list[int]:
         """Greedy clustering: the entity (0, 1, ... in order of creation) of every mention, read in document order."""
+        if self.max_entities is not None:
+            return self._cluster_bounded(mention_vectors, mention_starts)
         mentions = self.mention_projection(mention_vectors)
         entities = mentions.new_zeros(0, mentions.shape[-1])
         sizes = mention_starts.new_zeros(0)
@@ -325,6 +475,49 @@ class EntityMemory(nn.Module):
             sizes[best] += 1
             last_starts[best] = start
             assignment.append(best)
+        return assignment
+
+    def _cluster_bounded(self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor) -> list[int]:
+        """`cluster` with at most `max_entities` entities tracked (in cells): a new entity in a full memory evicts the
+        tracked entity of lowest fertility, or is ignored (a singleton never tracked) if its own is lowest."""
+        mentions = self.mention_projection(mention_vectors)
+        entities = mentions.new_zeros(0, mentions.shape[-1])
+        sizes, last_starts = mention_starts.new_zeros(0), mention_starts.new_zeros(0)
+        cell_entity: list[int] = []  # the entity each cell tracks
+        assignment: list[int] = []
+        num_entities = 0
+        for index in range(mentions.shape[0]):
+            mention, start = mentions[index], mention_starts[index]
+            best = -1
+            if entities.shape[0]:
+                distances = (start - last_starts).clamp_min(0)
+                scores = self.pair_scores(entities, mention.unsqueeze(0), distances, sizes)
+                top = int(scores.argmax())
+                if float(scores[top]) > NEW_ENTITY_SCORE:
+                    best = top
+            if best >= 0:
+                entities = entities.clone()
+                row = slice(best, best + 1)
+                entities[best] = self.updated(entities[row], mention.unsqueeze(0), sizes[row])[0]
+                sizes[best] += 1
+                last_starts[best] = start
+                assignment.append(cell_entity[best])
+                continue
+            entity, num_entities = num_entities, num_entities + 1  # a new entity, numbered in order of creation
+            assignment.append(entity)
+            cell = entities.shape[0]
+            if cell == self.max_entities:
+                fertility = torch.cat([
+                    self.fertility(entities, distances, sizes),
+                    self.fertility(mention.unsqueeze(0), sizes.new_zeros(1), sizes.new_ones(1)),
+                ])  # fmt: skip
+                cell = int(fertility.argmin())
+                if cell == self.max_entities:
+                    continue  # ignored: the newcomer is the least worth tracking
+            entities = torch.cat([entities[:cell], mention.unsqueeze(0), entities[cell + 1 :]])
+            sizes = torch.cat([sizes[:cell], sizes.new_ones(1), sizes[cell + 1 :]])
+            last_starts = torch.cat([last_starts[:cell], start.view(1), last_starts[cell + 1 :]])
+            cell_entity[cell : cell + 1] = [entity]
         return assignment
 
 
@@ -371,7 +564,14 @@ class DocumentCoreferenceHead(nn.Module):
     initialisation (`reset_to_pytorch_defaults`), the one the document-mode benchmarks measured."""
 
     def __init__(
-        self, feature_size: int, hidden_size: int, max_span_width: int, width_size: int, update: str, dropout: float
+        self,
+        feature_size: int,
+        hidden_size: int,
+        max_span_width: int,
+        width_size: int,
+        update: str,
+        dropout: float,
+        max_entities: int | None = None,
     ):
         super().__init__()
         if hidden_size % 2:
@@ -383,7 +583,7 @@ class DocumentCoreferenceHead(nn.Module):
         self.proposer = MentionProposer(hidden_size, max_span_width, width_size, hidden_size, dropout)
         self.memory = EntityMemory(
             self.proposer.spans.output_size, hidden_size, hidden_size, update, NUM_DISTANCE_BUCKETS, NUM_SIZE_BUCKETS,
-            width_size, dropout,
+            width_size, dropout, max_entities,
         )  # fmt: skip
         for module in self.modules():
             module.keeps_pytorch_default_init = True
@@ -406,15 +606,24 @@ class DocumentCoreferenceHead(nn.Module):
         gold_cluster_ids: torch.LongTensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`(mention loss, clustering loss)` of one document: binary cross-entropy of every candidate span against the
-        gold mentions `(G, 2)`, and the memory's teacher-forced decisions over the gold mentions (0 without any)."""
+        gold mentions `(G, 2)`, and the memory's teacher-forced decisions over the gold mentions (0 without any); a
+        bounded memory adds the cross-entropy of its eviction decisions against the oracle's (mean over them)."""
         mention_loss = F.binary_cross_entropy_with_logits(span_logits, mention_labels(spans, gold_spans))
         if gold_spans.shape[0] == 0:
             return mention_loss, span_logits.sum() * 0.0
         order = spans_in_document_order(gold_spans)
         gold_spans, gold_cluster_ids = gold_spans[order], gold_cluster_ids[order]
         vectors, _ = self.proposer(states, gold_spans)
-        logits, mask, targets = self.memory.teacher_forced_logits(vectors, gold_spans[:, 0], gold_cluster_ids)
-        return mention_loss, clustering_loss(logits, mask, targets)
+        if self.memory.max_entities is None:
+            logits, mask, targets = self.memory.teacher_forced_logits(vectors, gold_spans[:, 0], gold_cluster_ids)
+            return mention_loss, clustering_loss(logits, mask, targets)
+        logits, mask, targets, eviction_logits, evicted = self.memory.bounded_teacher_forcing(
+            vectors, gold_spans[:, 0], gold_cluster_ids
+        )
+        # A document without eviction decisions still reaches the fertility MLP (zero gradients), as data-parallel
+        # training needs every parameter in every step's graph.
+        evictions = F.cross_entropy(eviction_logits, evicted) if evicted.numel() else eviction_logits.sum()
+        return mention_loss, clustering_loss(logits, mask, targets) + evictions
 
     @torch.no_grad()
     def cluster_spans(self, states: torch.Tensor, spans: torch.LongTensor) -> list[int]:
@@ -452,7 +661,8 @@ class DocumentCoreferenceOutput(ModelOutput):
         mention_loss (`torch.FloatTensor` of shape `()`, *optional*):
             Binary cross-entropy of every candidate span against the gold mentions, mean over documents.
         cluster_loss (`torch.FloatTensor` of shape `()`, *optional*):
-            Cross-entropy of the memory's teacher-forced decisions over the gold mentions, mean over documents.
+            Cross-entropy of the memory's teacher-forced decisions over the gold mentions (a bounded memory adds its
+            eviction decisions'), mean over documents.
         candidate_spans (`torch.LongTensor` of shape `(batch_size, num_spans, 2)`):
             Every candidate mention `(first word, last word)` (last inclusive) of each document; rows of -1 pad.
         span_logits (`torch.FloatTensor` of shape `(batch_size, num_spans)`):
@@ -473,7 +683,7 @@ def document_head_for(config) -> DocumentCoreferenceHead | None:
     feature_size = len(config.encoder_layers) * config.encoder_config.hidden_size
     return DocumentCoreferenceHead(
         feature_size, config.document_hidden_size, config.max_span_width, config.span_width_size,
-        config.entity_update, config.document_dropout,
+        config.entity_update, config.document_dropout, getattr(config, "max_entities", None),
     )  # fmt: skip
 
 
