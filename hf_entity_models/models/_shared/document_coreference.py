@@ -23,8 +23,8 @@ EMNLP 2020 and CRAC 2021). Three small modules, one job each:
 -> the memory; the document mode of each memory model owns one, with the model's own entity update.
 
 Word-level throughout: a word's state is the mean of its subword states, spans and distances are counted in words,
-as CoNLL files count them. Saving a model copies this file next to the weights, so it imports only torch and the
-standard library.
+as CoNLL files count them. Saving a model copies this file next to the weights, so it imports only torch,
+transformers and the standard library.
 """
 
 import math
