@@ -181,8 +181,13 @@ def count_renames(layout: Layout, root: Path, plan: Callable[[int], set[str]] = 
 
 @pytest.fixture(autouse=True)
 def _signals_and_renames_put_back():
+    # Python's own Ctrl-C handler for every test, whatever the suite was started with (a shell starts background jobs
+    # with SIGINT ignored, e.g. `nohup make test &`), and the starting handler back afterwards.
+    started_with = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the Ctrl-C handler was not put back"
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, started_with)
+    assert handler is signal.default_int_handler, "the Ctrl-C handler was not put back"
     assert os.replace.__module__ != __name__ and os.rename.__module__ != __name__
 
 
