@@ -77,13 +77,7 @@ def run_train_conll(args: argparse.Namespace) -> int:
             f"--config-overrides sets coreference_mode={overrides['coreference_mode']!r}, but --coreference-mode is "
             "'tokens'; drop --coreference-mode tokens to train the document mode."
         )
-    train_documents, validation_documents, held_out = conll_training_documents(args.conll, args.validation)
-    if held_out and is_main_process():
-        total = len(held_out) + len({document.name for document in train_documents})
-        print(
-            f"held out for validation (not trained on): the last {len(held_out)} of the {total} documents of --conll, "
-            f"{listing(held_out, 10)}"
-        )
+    train_documents, validation_documents, held_out = training_and_validation_documents(args)
     set_seed(args.seed)
     model, tokenizer = build_model(args, overrides)
     output_dir = Path(args.output_dir)
@@ -151,13 +145,7 @@ def run_train_document(args: argparse.Namespace) -> int:
             "--encoder-learning-rate applies to a fine-tuned encoder, but this model's encoder is frozen; add "
             "--config-overrides '{\"freeze_encoder\": false}' (PeTra) or drop --encoder-learning-rate."
         )
-    train_documents, validation_documents, held_out = conll_training_documents(args.conll, args.validation)
-    if held_out and is_main_process():
-        total = len(held_out) + len({document.name for document in train_documents})
-        print(
-            f"held out for validation (not trained on): the last {len(held_out)} of the {total} documents of --conll, "
-            f"{listing(held_out, 10)}"
-        )
+    train_documents, validation_documents, held_out = training_and_validation_documents(args)
     set_seed(args.seed)
     model, tokenizer = build_document_model(args, overrides)
     fine_tuned = not model.config.encoder_is_frozen
@@ -432,3 +420,15 @@ def write_responses(responses: list[Any], path: Path) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def training_and_validation_documents(args) -> tuple[list, list, list[str]]:
+    """The --conll training and validation documents; names the documents held out when --validation is not given."""
+    train_documents, validation_documents, held_out = conll_training_documents(args.conll, args.validation)
+    if held_out and is_main_process():
+        total = len(held_out) + len({document.name for document in train_documents})
+        print(
+            f"held out for validation (not trained on): the last {len(held_out)} of the {total} documents of --conll, "
+            f"{listing(held_out, 10)}"
+        )
+    return train_documents, validation_documents, held_out
