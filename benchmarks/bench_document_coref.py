@@ -103,6 +103,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--max-width", type=int, default=12)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default="constant",
+                        help="linear: every learning rate decays linearly to 0 at the last step of --epochs")
     parser.add_argument("--dropout", type=float, default=0.3)
     parser.add_argument("--mention-weight", type=float, default=10.0, help="weight of the mention loss beside the memory's")
     parser.add_argument("--train-books", type=int, default=60)
@@ -363,7 +365,10 @@ def run_seed(args, data, seed: int, feature_size: int, started: float, save_part
     train = data["train"][: args.train_books]
     units = [c for item in train for c in chunks_of(item, args.chunk_words)] if args.training == "chunks" else train
     history, best, best_state, epoch_seconds, step_seconds, selection_seconds = [], None, None, [], [], []
-    common = {"encoder": args.encoder, "device": device_name(device)}
+    total_steps = args.epochs * -(-len(units) // args.books_per_step)
+    decay = (lambda step: 1.0) if args.lr_schedule == "constant" else (lambda step: max(0.0, 1 - step / total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, decay)
+    common = {"encoder": args.encoder, "device": device_name(device), "lr_schedule": args.lr_schedule}
     stopped_by_budget = False
     for epoch in range(1, args.epochs + 1):
         if args.time_budget_seconds is not None and history:
@@ -390,6 +395,7 @@ def run_seed(args, data, seed: int, feature_size: int, started: float, save_part
                 totals += (mention_loss, cluster_loss)
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
+            scheduler.step()
             synchronize()
             step_seconds.append(time.time() - step_start)
         epoch_seconds.append(time.time() - start)

@@ -255,9 +255,10 @@ def score_variant(
                 raise RuntimeError(f"Document {document}: the scored window is not the gold window's tokens.")
             gold_ids[row, : len(window["entity_ids"])] = torch.as_tensor(window["entity_ids"])
         outputs = _forward(model, batch, states)
-        losses = torch.nn.functional.cross_entropy(
-            outputs.logits[:, :-1].float().transpose(1, 2), batch["input_ids"][:, 1:], reduction="none"
-        )
+        targets = batch["input_ids"][:, 1:]
+        losses = torch.nn.functional.cross_entropy(  # over flat rows: the transposed view is 3x slower on CPU
+            outputs.logits[:, :-1].float().flatten(0, 1), targets.flatten(), reduction="none"
+        ).view_as(targets)
         mask = batch["attention_mask"][:, 1:].bool()
         for key, chosen in (
             ("all", mask),

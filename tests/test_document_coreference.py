@@ -135,13 +135,60 @@ def test_greedy_clustering_by_hand():
     with torch.no_grad():
         memory.mention_projection.weight.copy_(torch.eye(2))
         memory.mention_projection.bias.zero_()
-    # A hand-made pair score: agreement minus 0.5 ("new entity" is 0).
-    memory.pair_scores = lambda entities, mentions, distances, sizes: (entities * mentions).sum(-1) - 0.5
+        # A hand-made pair score, agreement minus 0.5 ("new entity" is 0): the first layer's unit 0 sums the
+        # entity-mention product (columns 4-5 of [entity; mention; product; distance; size]), the second layer
+        # subtracts 0.5; distance and size count for nothing.
+        first, last = memory.pair_scorer[0], memory.pair_scorer[-1]
+        first.weight.zero_(), first.bias.zero_(), last.weight.zero_()
+        first.weight[0, 4:6] = 1.0
+        last.weight[0, 0], last.bias[0] = 1.0, -0.5
     vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.3, 0.3]])
+    entity = torch.tensor([[1.0, 0.0]])
+    assert memory.pair_scores(entity, torch.tensor([[0.9, 0.1]]), torch.tensor([5]), torch.tensor([2])).item() == (
+        pytest.approx(0.4))
     # m0 new; m1 scores -0.5 -> new; m2 scores 0.5 with entity 0 -> joins; m3 0.4 with entity 0 -> joins;
     # entity 0 is then the mean (2.9 / 3, 0.1 / 3); m4 scores 0.3 * (3.0 / 3) - 0.5 = -0.2 with it and with entity 1
     # -> new.
     assert memory.cluster(vectors, torch.arange(5)) == [0, 1, 0, 0, 2]
+
+
+def _slow_greedy_clustering(memory: EntityMemory, vectors: torch.Tensor, starts: torch.Tensor) -> list[int]:
+    """Greedy clustering straight from `pair_scores`, one mention at a time, with growing tensors."""
+    mentions = memory.mention_projection(vectors)
+    entities, sizes, last, assignment = [], [], [], []
+    for index in range(len(mentions)):
+        best = -1
+        if entities:
+            scores = memory.pair_scores(torch.stack(entities), mentions[index].unsqueeze(0),
+                                        starts[index] - torch.tensor(last), torch.tensor(sizes))
+            if scores.max() > 0:
+                best = int(scores.argmax())
+        if best < 0:
+            entities.append(mentions[index]), sizes.append(1), last.append(int(starts[index]))
+            assignment.append(len(entities) - 1)
+            continue
+        entities[best] = memory.updated(entities[best].unsqueeze(0), mentions[index].unsqueeze(0),
+                                        torch.tensor([sizes[best]]))[0]
+        sizes[best] += 1
+        last[best] = int(starts[index])
+        assignment.append(best)
+    return assignment
+
+
+@pytest.mark.parametrize("update", ["mlp-merge", "gru", "mean"])
+@torch.no_grad()
+def test_greedy_clustering_equals_the_pair_scores_read_one_mention_at_a_time(update):
+    torch.manual_seed(0)
+    memory = EntityMemory(6, 5, 8, update, num_distance_buckets=6, num_size_buckets=4, feature_size=3, dropout=0.0)
+    memory.eval()
+    vectors = torch.randn(60, 6)
+    starts = torch.sort(torch.randint(0, 400, (60,))).values
+    first_pairs = memory.pair_scores(memory.mention_projection(vectors[:30]), memory.mention_projection(vectors[30:]),
+                                     starts[30:] - starts[:30], torch.ones(30, dtype=torch.long))
+    memory.pair_scorer[-1].bias -= first_pairs.median()  # half of these pairs would join: both decisions are read
+    expected = _slow_greedy_clustering(memory, vectors, starts)
+    assert 5 < len(set(expected)) < 55  # mentions both joined entities and started new ones
+    assert memory.cluster(vectors, starts) == expected
 
 
 def test_clustering_loss_smooths_over_the_valid_choices_only():

@@ -104,6 +104,19 @@ def test_train_on_gap_selects_on_held_out_rows_and_reports_validation_once(tmp_p
     assert recorded[("validation", "f1")]["value"] == pytest.approx(result.threshold_sweep.best_f1)
 
 
+def test_a_quick_run_selects_on_the_first_validation_rows_only(tmp_path, shared_data, tokenizer):
+    rows = load_gap(shared_data / "gap" / "gap-validation.tsv").select(range(12))
+    model = PetraForCoreference(tiny_petra_config())
+    result = train_on_gap(model, tokenizer, rows.select(range(5, 12)), rows, tmp_path, max_validation_rows=5,
+                          num_train_epochs=1, use_cpu=True)
+    assert len(result.trainer.eval_dataset) == 5
+    gold = gap_gold(prepare_gap_dataset(rows.select(range(5)), tokenizer))
+    assert result.threshold_sweep.best_scores.f1 == pytest.approx(score_gap_at_threshold(
+        result.trainer, result.trainer.eval_dataset, gold, model.config.coref_threshold).f1)
+    with pytest.raises(ValueError, match="max_validation_rows must be >= 1, got 0"):
+        train_on_gap(model, tokenizer, rows, rows, tmp_path, max_validation_rows=0)
+
+
 # -------------------------------------------------------------------------------------- encoder fine-tuning
 def trainable_encoder_names(model):
     return {name for name, parameter in model.petra.encoder.named_parameters() if parameter.requires_grad}

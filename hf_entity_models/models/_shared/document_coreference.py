@@ -448,30 +448,44 @@ class EntityMemory(nn.Module):
     # ------------------------------------------------------------------------------------------ inference
     @torch.no_grad()
     def cluster(self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor) -> list[int]:
-        """Greedy clustering: the entity (0, 1, ... in order of creation) of every mention, read in document order."""
+        """Greedy clustering: the entity (0, 1, ... in order of creation) of every mention, read in document order.
+
+        The scores are `pair_scores`', computed faster: the pair scorer's first layer is linear in its inputs, so the
+        mention's, the entity's, the distance's and the size's shares of it are computed once (an entity's again
+        only when it changes) and each step adds them up, multiplying out only the entity-mention product."""
         if self.max_entities is not None:
             return self._cluster_bounded(mention_vectors, mention_starts)
         mentions = self.mention_projection(mention_vectors)
-        entities = mentions.new_zeros(0, mentions.shape[-1])
-        sizes = mention_starts.new_zeros(0)
-        last_starts = mention_starts.new_zeros(0)
+        num_mentions, size = mentions.shape
+        first_layer, rest = self.pair_scorer[0], self.pair_scorer[1:]
+        feature_size = self.distance_embedding.embedding_dim
+        entity_weight, mention_weight, product_weight, distance_weight, size_weight = first_layer.weight.split(
+            [size, size, size, feature_size, feature_size], dim=1)
+        mention_terms = torch.addmm(first_layer.bias, mentions, mention_weight.T)
+        distance_terms = self.distance_embedding.weight @ distance_weight.T  # one row per bucket
+        size_terms = self.size_embedding.weight @ size_weight.T
+        # Room for every mention starting an entity: no tensor grows inside the loop.
+        entities = mentions.new_empty(num_mentions, size)
+        entity_terms = mentions.new_empty(num_mentions, first_layer.out_features)
+        sizes, last_starts = mention_starts.new_empty(num_mentions), mention_starts.new_empty(num_mentions)
         assignment: list[int] = []
-        for index in range(mentions.shape[0]):
+        count = 0
+        for index in range(num_mentions):
             mention, start = mentions[index], mention_starts[index]
             best = -1
-            if entities.shape[0]:
-                scores = self.pair_scores(entities, mention.unsqueeze(0), (start - last_starts).clamp_min(0), sizes)
-                top = int(scores.argmax())
-                if float(scores[top]) > NEW_ENTITY_SCORE:
-                    best = top
+            if count:
+                distances = log_buckets(start - last_starts[:count], self.num_distance_buckets)
+                hidden = (entity_terms[:count] + mention_terms[index] + (entities[:count] * mention) @ product_weight.T
+                          + distance_terms[distances] + size_terms[log_buckets(sizes[:count], self.num_size_buckets)])
+                top_score, top = rest(hidden).squeeze(-1).max(dim=0)
+                if float(top_score) > NEW_ENTITY_SCORE:
+                    best = int(top)
             if best < 0:
-                entities = torch.cat([entities, mention.unsqueeze(0)])
-                sizes = torch.cat([sizes, sizes.new_ones(1)])
-                last_starts = torch.cat([last_starts, start.view(1)])
-                assignment.append(entities.shape[0] - 1)
-                continue
-            entities = entities.clone()
-            entities[best] = self.updated(entities[best : best + 1], mention.unsqueeze(0), sizes[best : best + 1])[0]
+                best, count = count, count + 1
+                entities[best], sizes[best] = mention, 0
+            else:
+                entities[best] = self.updated(entities[best : best + 1], mention.unsqueeze(0), sizes[best : best + 1])[0]
+            entity_terms[best] = entities[best] @ entity_weight.T
             sizes[best] += 1
             last_starts[best] = start
             assignment.append(best)

@@ -417,6 +417,7 @@ def train_on_gap(
     output_dir: str | os.PathLike,
     cache_dir: str | os.PathLike | None = None,
     max_train_rows: int | None = None,
+    max_validation_rows: int | None = None,
     early_stopping_patience: int | None = 15,
     dataset: str = "gap",
     dataset_name: str | None = "GAP",
@@ -446,6 +447,8 @@ def train_on_gap(
         output_dir: Trainer output folder (checkpoints).
         cache_dir: Folder for cached encoder features (None keeps them in memory).
         max_train_rows: Train on the first rows only (quick runs).
+        max_validation_rows: Select the epoch and threshold on the first validation rows only (quick runs; the
+            scores recorded then describe those rows).
         early_stopping_patience: Epochs without validation improvement before stopping.
         dataset / dataset_name: Id and display name the validation scores are recorded under (model card).
         recipe: Optimisation recipe (`GAP_TRAINING_RECIPES`); None takes the model's own (`gap_training_recipe`).
@@ -470,10 +473,13 @@ def train_on_gap(
     ```
     """
     link_scheme = gap_link_scheme(model)
-    if max_train_rows is not None and max_train_rows < 1:
-        raise ValueError(f"max_train_rows must be >= 1, got {max_train_rows}.")
+    for name, limit in (("max_train_rows", max_train_rows), ("max_validation_rows", max_validation_rows)):
+        if limit is not None and limit < 1:
+            raise ValueError(f"{name} must be >= 1, got {limit}.")
     # Validation first: its ids are checked before anything is trained (the metrics match predictions by id).
     validation = prepare_gap_dataset(validation_source, tokenizer, link_scheme=link_scheme)
+    if max_validation_rows is not None:
+        validation = validation.select(range(min(max_validation_rows, len(validation))))
     check_unique_ids(validation, _rows_description("validation", validation_source))
     train = prepare_gap_dataset(train_source, tokenizer, link_scheme=link_scheme)
     if max_train_rows is not None:

@@ -143,7 +143,10 @@ def entity_nll_sums(
         targets = batch["input_ids"][:, 1:]
         mask = batch["attention_mask"][:, 1:].bool()
         mention = mask & (batch["gold_entity_ids"][:, 1:] != 0)
-        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        # Over flat rows: cross_entropy on the transposed (batch, vocabulary, length) view reads the vocabulary with a
+        # stride and takes three times as long on CPU.
+        losses = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
         for slot, chosen in ((0, mask), (2, mention)):
             sums[slot] += float(losses[chosen].double().sum())
             sums[slot + 1] += int(chosen.sum())
