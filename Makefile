@@ -28,7 +28,10 @@ install: $(INSTALLED)
 # visible in the CI log.
 PYTEST_WORKERS ?= 2
 
+# The dependency-floors test runs the smoke subset in a second environment (.venv-floors); it is installed here,
+# before pytest starts, and rebuilt only when setup.py's floors change.
 test: install
+	TORCH_SPEC="$(TORCH_SPEC)" $(PYTHON) tests/scripts/floors_environment.py
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --durations=30 tests
 
 demo: install

@@ -6,12 +6,12 @@
    (tests/scripts/floor_constraints.py reads them from setup.py) and the smoke subset of the suite runs there
    (tests/smoke_tests.py: every public entry point once; the whole suite again would double `make test`). A floor raised
    or lowered in setup.py is tested the next time the suite runs; code that needs a newer version than declared fails.
+   `make test` builds that environment before pytest starts (tests/scripts/floors_environment.py), as it builds .venv.
    torch is the one exception: only the CPU build on local disk can be installed here (TORCH_SPEC, as in the
    Makefile), so its floor is transformers' own (transformers treats older torch as absent).
 """
 
 import ast
-import hashlib
 import importlib.metadata
 import os
 import re
@@ -24,10 +24,9 @@ from smoke_tests import SMOKE_TESTS
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
 from floor_constraints import declared_requirements, floor  # noqa: E402
+from floors_environment import declared_floors, ensure_floors_environment, normalized
 
 PACKAGE_DIR = REPO_ROOT / "hf_entity_models"
-FLOORS_VENV = REPO_ROOT / ".venv-floors"
-TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
 # Optional imports, each behind an extra of setup.py and imported only where that feature is used.
 OPTIONAL_IMPORTS = {"matplotlib": "viz"}
 # Declared but not imported by name: what the package uses imports it.
@@ -54,10 +53,6 @@ def third_party_imports() -> dict[str, list[str]]:
                 if top not in sys.stdlib_module_names and top != "hf_entity_models":
                     imports.setdefault(top, []).append(str(path.relative_to(REPO_ROOT)))
     return imports
-
-
-def normalized(name: str) -> str:
-    return name.lower().replace("_", "-")
 
 
 def test_every_imported_package_is_declared_and_every_declared_one_is_imported():
@@ -92,9 +87,8 @@ def imports_module(node: ast.stmt, module: str) -> bool:
 
 
 def test_the_smoke_subset_passes_with_every_dependency_at_its_declared_floor(tmp_path):
-    floors = {normalized(name): version for name, version in map(floor, declared_requirements())}
-    floors.pop("torch")
-    python = ensure_floors_environment(floors)
+    floors = declared_floors()
+    python = ensure_floors_environment(floors)  # `make test` built it before pytest started
     installed = installed_versions(python, floors)
     assert installed == {name: normalize_version(version) for name, version in floors.items()}, (
         "the floors environment does not hold the declared floors"
@@ -118,29 +112,6 @@ def test_the_smoke_subset_passes_with_every_dependency_at_its_declared_floor(tmp
     )
     passed = re.search(r"(\d+) passed", result.stdout)
     assert passed and int(passed.group(1)) >= len(SMOKE_TESTS), f"the smoke subset did not run:\n{result.stdout[-3000:]}"
-
-
-def ensure_floors_environment(floors: dict[str, str]) -> Path:
-    """A virtualenv holding the package with every requirement at its floor; rebuilt when the floors change."""
-    constraints = "".join(f"{name}=={version}\n" for name, version in sorted(floors.items()))
-    stamp = hashlib.sha256(f"{TORCH_SPEC}\n{constraints}".encode()).hexdigest()
-    python = FLOORS_VENV / "bin" / "python"
-    stamp_file = FLOORS_VENV / "floors.sha256"
-    if stamp_file.is_file() and stamp_file.read_text() == stamp and python.is_file():
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(FLOORS_VENV)], check=True)
-    constraints_file = FLOORS_VENV / "constraints.txt"
-    constraints_file.write_text(constraints)
-    for arguments in ([TORCH_SPEC], ["-c", str(constraints_file), "-e", f"{REPO_ROOT}[dev,viz,examples]"]):
-        # --no-compile: pip's byte-compiling of every installed file is half the time of the install; Python compiles
-        # what the smoke run imports when it imports it (the same bytecode, written to __pycache__ then).
-        install = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", *arguments],
-            capture_output=True, text=True, timeout=1200,
-        )
-        assert install.returncode == 0, f"installing {arguments} failed:\n{install.stderr[-4000:]}"
-    stamp_file.write_text(stamp)
-    return python
 
 
 def installed_versions(python: Path, names) -> dict[str, str]:
