@@ -75,7 +75,14 @@ def _hand_made_memory(capacity: int | None) -> EntityMemory:
     with torch.no_grad():
         memory.mention_projection.weight.copy_(torch.eye(2))
         memory.mention_projection.bias.zero_()
-    memory.pair_scores = lambda entities, mentions, distances, sizes: 1.0 - 10.0 * (entities - mentions)[..., 1].abs()
+        # Pair score 1 - 10 |entity tag - mention tag|, built in the scorer's weights (both clustering paths read
+        # them): over [entity; mention; product; distance; size], unit 0 is relu(e_tag - m_tag), unit 1 its opposite.
+        first, last = memory.pair_scorer[0], memory.pair_scorer[-1]
+        first.weight.zero_(), first.bias.zero_(), last.weight.zero_()
+        first.weight[0, 1], first.weight[0, 3], first.weight[1, 1], first.weight[1, 3] = 1.0, -1.0, -1.0, 1.0
+        last.weight[0, :2], last.bias[0] = -10.0, 1.0
+    assert memory.pair_scores(torch.tensor([[5.0, 2.0]]), torch.tensor([[1.0, 1.5]]), torch.tensor([3]),
+                              torch.tensor([1])).item() == pytest.approx(-4.0)
     memory.fertility = lambda entities, distances, sizes: entities[..., 0]
     return memory
 

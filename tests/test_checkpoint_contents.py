@@ -59,8 +59,9 @@ LINE_BUDGET = {name: lines * 3 // 4 for name, lines in LINES_BEFORE.items()}
 # lines). For those two the ceiling is today's count, so that they cannot grow unnoticed. Issue 38 raised both by
 # about 1,040 lines: every checkpoint of the two can be in the token or the document mode (a config field), so it
 # carries the document mode's head (models/_shared/document_coreference.py, about 815 lines with its bounded memory),
-# its config fields and the pipeline's raw-text reading.
-LINE_CEILING = {**LINE_BUDGET, "petra": 3990, "refreader": 4195}
+# its config fields and the pipeline's raw-text reading; then by 10 for the greedy clustering's precomputed shares of
+# the pair scorer (the memory's inference cost, measured in benchmarks/RESULTS.md).
+LINE_CEILING = {**LINE_BUDGET, "petra": 4000, "refreader": 4204}
 # Package code that a checkpoint must not carry (it used to).
 NOT_SHIPPED = ("entity_hub.py", "evaluation_results.py", "portable_code.py", "checkpoint_fit.py")
 # Names that only card, Hub-upload or import-rewriting code uses.

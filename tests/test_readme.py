@@ -1,11 +1,11 @@
 """The README's Python snippets run as they are, against real GAP rows and the loopback Hub.
 
 The snippets form two stories that share nothing but the set-up lines at the top of the first snippet (imports, the
-encoder, the GAP folder, the tokenizer): the PeTra story (train on GAP, load, pipeline, score, LitBank, GPT2E with
-PeTra's clusters, publish) and the other models' story (Referential Reader, ForceReader, DefinitionEMB, the
-compiled recurrence, honest GAP selection). Each story runs its snippets in README order in one fresh interpreter,
-so that the two pytest workers share the load; `story_snippets` fails when a snippet belongs to no story or to two,
-so a snippet added to the README runs once it is given a story.
+encoder, the GAP folder, the tokenizer): the PeTra story (train on GAP, load, pipeline, score, LitBank, ForceReader,
+GPT2E with PeTra's clusters, publish) and the other models' story (Referential Reader, DefinitionEMB, the compiled
+recurrence, honest GAP selection), about equally long. Each story runs its snippets in README order in one fresh
+interpreter, so that the two pytest workers share the load; `story_snippets` fails when a snippet belongs to no story
+or to two, so a snippet added to the README runs once it is given a story.
 """
 
 import os
@@ -24,12 +24,12 @@ STORIES = {
         'coref = pipeline("coreference", model="petra-gap")',  # ask the pipeline
         'gap_metric = evaluate.load(metric_path("gap"))',  # score with evaluate
         "litbank = train_document_coreference(",  # whole documents
+        'reader.push_to_hub("your-name/forcereader-squad")',  # ForceReader (here: the two stories take equal time)
         'lm.push_to_hub("your-name/gpt2e-litbank")',  # GPT2E, with PeTra's clusters (`coref`)
         'model.push_to_hub("your-name/petra-gap")',  # publish
     ),
     "other_models": (
         'language_model.save_pretrained("refreader-lm")',  # the Referential Reader
-        'reader.push_to_hub("your-name/forcereader-squad")',  # ForceReader
         'replaced.push_to_hub("your-name/minilm-mrpc-definitions")',  # DefinitionEMB
         'memory_implementation="compiled"',  # the recurrence on a GPU
         "hold_out_gap_rows(",  # honest GAP selection
@@ -104,8 +104,9 @@ def test_every_snippet_belongs_to_one_story():
 
 
 def test_readme_petra_story_runs(tmp_path, shared_data):
-    workdir, process, pushed = run_story("petra", tmp_path, ["your-name/petra-gap", "your-name/gpt2e-litbank"])
-    pushed_petra, pushed_lm = pushed["your-name/petra-gap"], pushed["your-name/gpt2e-litbank"]
+    repos = ["your-name/petra-gap", "your-name/gpt2e-litbank", "your-name/forcereader-squad"]
+    workdir, process, pushed = run_story("petra", tmp_path, repos)
+    pushed_petra, pushed_lm, pushed_reader = (pushed[repo] for repo in repos)
     assert "validation F1" in process.stdout
     assert (workdir / "memory.png").stat().st_size > 1000
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json"} <= set(pushed_petra)
@@ -114,20 +115,18 @@ def test_readme_petra_story_runs(tmp_path, shared_data):
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
             "configuration_gpt2e.py"} <= set(pushed_lm)
     assert pushed_lm["model.safetensors"] == (workdir / "gpt2e-litbank" / "model.safetensors").read_bytes()
-
-
-def test_readme_other_models_story_runs(tmp_path, shared_data):
-    workdir, process, pushed = run_story(
-        "other_models", tmp_path, ["your-name/forcereader-squad", "your-name/minilm-mrpc-definitions"]
-    )
-    pushed_reader, pushed_definitions = pushed["your-name/forcereader-squad"], pushed["your-name/minilm-mrpc-definitions"]
-    assert "validation F1" in process.stdout  # the Referential Reader's
-    assert "GAP validation F1" in process.stdout and "chosen on held-out development rows" in process.stdout
     assert "SQuAD validation EM" in process.stdout
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
             "pipeline.py", "answer_spans.py"} <= set(pushed_reader)
     assert sorted(path.name for path in (workdir / "attention").iterdir()) == [
         "figure_1.png", "figure_3.png", "figure_4.png", "figure_5.png"]
+
+
+def test_readme_other_models_story_runs(tmp_path, shared_data):
+    workdir, process, pushed = run_story("other_models", tmp_path, ["your-name/minilm-mrpc-definitions"])
+    pushed_definitions = pushed["your-name/minilm-mrpc-definitions"]
+    assert "validation F1" in process.stdout  # the Referential Reader's
+    assert "GAP validation F1" in process.stdout and "chosen on held-out development rows" in process.stdout
     assert "token embeddings replaced" in process.stdout
     assert "\nBertModel\n" in process.stdout  # the replaced checkpoint is the original architecture
     assert "MRPC dev accuracy" in process.stdout
