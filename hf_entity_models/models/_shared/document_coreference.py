@@ -450,9 +450,8 @@ class EntityMemory(nn.Module):
     def cluster(self, mention_vectors: torch.Tensor, mention_starts: torch.LongTensor) -> list[int]:
         """Greedy clustering: the entity (0, 1, ... in order of creation) of every mention, read in document order.
 
-        The scores are `pair_scores`', computed faster: the pair scorer's first layer is linear in its inputs, so the
-        mention's, the entity's, the distance's and the size's shares of it are computed once (an entity's again
-        only when it changes) and each step adds them up, multiplying out only the entity-mention product."""
+        The scores are `pair_scores`', faster: the scorer's first layer is linear, so the mention's, entity's (again
+        when it changes), distance's and size's shares are computed once; each step multiplies out only the product."""
         if self.max_entities is not None:
             return self._cluster_bounded(mention_vectors, mention_starts)
         mentions = self.mention_projection(mention_vectors)
@@ -484,7 +483,8 @@ class EntityMemory(nn.Module):
                 best, count = count, count + 1
                 entities[best], sizes[best] = mention, 0
             else:
-                entities[best] = self.updated(entities[best : best + 1], mention.unsqueeze(0), sizes[best : best + 1])[0]
+                joined = slice(best, best + 1)
+                entities[best] = self.updated(entities[joined], mention.unsqueeze(0), sizes[joined])[0]
             entity_terms[best] = entities[best] @ entity_weight.T
             sizes[best] += 1
             last_starts[best] = start
