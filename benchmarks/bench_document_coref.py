@@ -99,11 +99,11 @@ def parse_args() -> argparse.Namespace:
                         help="a bounded memory of N entities with learned eviction (default: unbounded)")
     parser.add_argument("--tag", default=None)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--max-width", type=int, default=12)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default="constant",
+    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default="linear",
                         help="linear: every learning rate decays linearly to 0 at the last step of --epochs")
     parser.add_argument("--dropout", type=float, default=0.3)
     parser.add_argument("--mention-weight", type=float, default=10.0, help="weight of the mention loss beside the memory's")

@@ -25,7 +25,7 @@ TOKEN_MODE_EPOCHS = 20.0
 CONLL_BATCH_SIZE, CONLL_PATIENCE, CONLL_CHUNK_LENGTH = 8, 5, 256
 # The document mode (`train_document_coreference`'s defaults): one whole document per step, the measured number of
 # epochs, the encoder's rate when PeTra fine-tunes it.
-DOCUMENT_BATCH_SIZE, DOCUMENT_EPOCHS, DOCUMENT_ENCODER_LEARNING_RATE = 1, 10, 2e-5
+DOCUMENT_BATCH_SIZE, DOCUMENT_EPOCHS, DOCUMENT_ENCODER_LEARNING_RATE = 1, 15, 2e-5
 # How `--conll` documents are learned (`config.coreference_mode`); the first is the default.
 COREFERENCE_MODES = ("document", "tokens")
 # Without --validation, the last tenth of the --conll documents (at least one) is held out for selection.
