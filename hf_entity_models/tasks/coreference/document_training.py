@@ -6,8 +6,8 @@ The recipe measured by `benchmarks/bench_document_coref.py`:
 
 * one training step per document: the whole book, the memory carried across it (`per_device_train_batch_size=1`);
 * Adam (AdamW without weight decay), the learning rate decayed linearly from 1e-3 to 0 over `DOCUMENT_EPOCHS` (15)
-  epochs (a fine-tuned encoder's layers from `encoder_learning_rate`), gradients clipped at norm 1.0, the loss `span_loss_weight * mention_loss +
-  cluster_loss` of the model;
+  epochs (a fine-tuned encoder's layers from `encoder_learning_rate`), gradients clipped at norm 1.0, the loss
+  `span_loss_weight * mention_loss + cluster_loss` of the model;
 * a frozen encoder's word features computed once per document (`document_word_features`) and cached;
 * after every epoch the validation documents are clustered at the span threshold 0.0 and scored by their CoNLL F1
   with the model's own mentions (`score_coreference`); the best epoch's weights are kept and loaded at the end;
@@ -415,8 +415,8 @@ def evaluate_document_coreference(
 # ---------------------------------------------------------------------------------------------------- training
 def document_training_arguments(output_dir: str, **overrides) -> TrainingArguments:
     """`TrainingArguments` of the measured recipe: one document per step and process, a learning rate of 1e-3 decayed
-    linearly to 0, gradients clipped at norm 1.0, no weight decay, `DOCUMENT_EPOCHS` epochs; the Trainer neither evaluates
-    nor saves (`DocumentSelectionCallback` scores and keeps the best epoch). Any field can be overridden."""
+    linearly to 0, gradients clipped at norm 1.0, no weight decay, `DOCUMENT_EPOCHS` epochs; the Trainer neither
+    evaluates nor saves (`DocumentSelectionCallback` scores and keeps the best epoch). Any field can be overridden."""
     values = dict(
         output_dir=output_dir,
         per_device_train_batch_size=1,
