@@ -30,8 +30,11 @@ PYTEST_WORKERS ?= 2
 
 # The dependency-floors test runs the smoke subset in a second environment (.venv-floors); it is installed here,
 # before pytest starts, and rebuilt only when setup.py's floors change.
+# The package is byte-compiled first: with PYTHONDONTWRITEBYTECODE set (as here and in CI) every fresh interpreter of
+# the suite (about 35) would otherwise compile it from source again, about a second each.
 test: install
 	TORCH_SPEC="$(TORCH_SPEC)" $(PYTHON) tests/scripts/floors_environment.py
+	$(PYTHON) -m compileall -q hf_entity_models
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --durations=30 tests
 
 demo: install
