@@ -19,7 +19,7 @@ $(INSTALLED): setup.py | $(PYTHON)
 	$(PYTHON) -m pip install --quiet "$(TORCH_SPEC)"
 	echo "$(TORCH_SPEC)" > $(VENV)/torch-constraint.txt
 	# Eager upgrades keep an existing .venv on the newest releases setup.py allows; the constraint keeps torch the CPU build.
-	$(PYTHON) -m pip install --quiet --upgrade --upgrade-strategy eager -c $(VENV)/torch-constraint.txt -e ".[dev,viz,examples]"
+	$(PYTHON) -m pip install --quiet --upgrade --upgrade-strategy eager -c $(VENV)/torch-constraint.txt -e ".[dev,viz,examples,spacy,onnx]"
 	touch $(INSTALLED)
 
 install: $(INSTALLED)

