@@ -40,6 +40,8 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_PUBLIC_MODULES))
 
 
+# Registers with transformers on first use, and extends the model code (writer, config errors) as it is imported: the
+# package reaches into its models, never the reverse (see `_registration`).
 install()
 
 __all__ = [

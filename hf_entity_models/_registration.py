@@ -8,7 +8,13 @@ folder, `pipeline("coreference", ...)`) registers everything (`ensure_registered
 package (`hf_entity_models.PetraModel`) and saving a model registers too. The tables are filled when transformers
 creates them: right away when it is already imported, else by an import hook when it is.
 
-Only the standard library is imported here.
+The package extends its model code the same way, from above: the shared checkpoint code (`models/_shared/
+checkpoints.py`) ships inside checkpoints and so imports nothing of the package, and the package installs its
+checkpoint writer and config-error explainer into it as it is imported (`_extend_shared_checkpoints`). A model imported
+straight from its folder (`from hf_entity_models.models.petra import PetraForCoreference`) gets them too: Python runs
+`hf_entity_models/__init__.py`, which calls `install`, before any module of the package.
+
+Only the standard library is imported here; the hooks import the rest of the package when they run.
 """
 
 import importlib
@@ -24,6 +30,7 @@ MODEL_TYPES = ("petra", "refreader", "forcereader", "gpt2e", "definition-emb")
 PIPELINE_TASKS = ("coreference", "question-answering")
 _CONFIG_MODULE = "transformers.models.auto.configuration_auto"
 _PIPELINES_MODULE = "transformers.pipelines"
+_CHECKPOINTS_MODULE = "hf_entity_models.models._shared.checkpoints"
 
 _lock = threading.RLock()
 _state = {"registered": False, "registering": False}
@@ -151,9 +158,38 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _ImportedOnFirstUse:
+    """An object of the package as the shared checkpoint code holds it: a stand-in that imports it on first use.
+    Importing a model then imports neither the Hub code nor the config diagnostics, and `config_errors`, which imports
+    the shared code itself, may be what first imports it: the object is first used once both are fully imported."""
+
+    def __init__(self, module: str, name: str, before_use: Callable[[], None] = lambda: None):
+        self._module, self._name, self._before_use = module, name, before_use
+
+    def __getattr__(self, attribute: str) -> Any:
+        self._before_use()
+        return getattr(getattr(importlib.import_module(self._module, __package__), self._name), attribute)
+
+
+def _extend_shared_checkpoints(checkpoints: ModuleType) -> None:
+    """Install what the package adds to the shared checkpoint code: saving and pushing through the package (portable
+    code, declared pipelines, model card; `auto_map` and the pipelines a checkpoint declares come from the
+    registration, so a save registers the package first), and one-line config errors."""
+    checkpoints.CheckpointMixin._checkpoint_writer = _ImportedOnFirstUse(
+        ".hub", "CHECKPOINT_WRITER", before_use=ensure_registered
+    )
+    checkpoints.CheckpointConfigMixin._error_explainer = _ImportedOnFirstUse(".config_errors", "CONFIG_ERROR_EXPLAINER")
+
+
 def install() -> None:
-    """Enter the package's model types and tasks in transformers' tables now, or when transformers creates them."""
-    for module_name, callback in ((_CONFIG_MODULE, _enter_model_types), (_PIPELINES_MODULE, _enter_pipeline_tasks)):
+    """Enter the package's model types and tasks in transformers' tables, and extend the shared checkpoint code: each
+    now when its module is already imported, else right after it is."""
+    hooks = (
+        (_CONFIG_MODULE, _enter_model_types),
+        (_PIPELINES_MODULE, _enter_pipeline_tasks),
+        (_CHECKPOINTS_MODULE, _extend_shared_checkpoints),
+    )
+    for module_name, callback in hooks:
         module = sys.modules.get(module_name)
         if module is not None:
             callback(module)

@@ -16,7 +16,6 @@ from transformers.models.auto.auto_factory import _BaseAutoModelClass, _LazyAuto
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .hub import CHECKPOINT_WRITER
-from .models._shared.checkpoints import CheckpointMixin
 from .models.definition_emb import DefinitionEmbConfig, DefinitionEmbModel
 from .models.forcereader import ForceReaderConfig, ForceReaderForQuestionAnswering, ForceReaderModel
 from .models.gpt2e import GPT2EConfig, GPT2EForCausalLM, GPT2EModel
@@ -70,8 +69,6 @@ def register_auto_classes() -> None:
     AutoModelForCausalLM.register(GPT2EConfig, GPT2EForCausalLM, exist_ok=True)
     GPT2EForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     _register_base(DefinitionEmbConfig, DefinitionEmbModel)
-    # Saving and pushing through the package: portable code, declared pipelines, model cards.
-    CheckpointMixin._checkpoint_writer = CHECKPOINT_WRITER
 
 
 def register_pipelines() -> None:

@@ -3,10 +3,11 @@ this file; without the package, huggingface_hub's and transformers' own errors s
 
 huggingface_hub's strict dataclasses check every field of a config as it is set and run transformers' class-level
 checks (`validate_*`) after `__init__`; what they raise is neither a `TypeError` nor a `ValueError` and reads as a long
-chain of validator frames. `CONFIG_ERROR_EXPLAINER`, installed as `CheckpointConfigMixin._error_explainer` when the
-package's models are imported, turns a wrongly typed value into a `ConfigFieldTypeError` naming the field, the value,
-the expected type and the fix, a failed class-level check into a one-line `ValueError`, and an invalid stored
-config.json into a `CheckpointError` that names the file.
+chain of validator frames. `CONFIG_ERROR_EXPLAINER`, which the package installs as
+`CheckpointConfigMixin._error_explainer` when the shared checkpoint code is imported (see `_registration`), turns a
+wrongly typed value into a `ConfigFieldTypeError` naming the field, the value, the expected type and the fix, a failed
+class-level check into a one-line `ValueError`, and an invalid stored config.json into a `CheckpointError` that names
+the file.
 """
 
 import contextlib

@@ -1,9 +1,10 @@
 """What the package adds when it saves or pushes an entity model: portable code, declared pipelines, a model card.
 
 A checkpoint carries only the code that runs its model (configuration, modeling, the shared modeling modules they
-import, the pipeline it declares). Everything else happens here, in the package: `import hf_entity_models` installs
-`CHECKPOINT_WRITER` as the models' `CheckpointMixin._checkpoint_writer`, so that `model.save_pretrained(folder)`
-(also through `Trainer` and the CLI) and `model.push_to_hub(repo)`
+import, the pipeline it declares). Everything else happens here, in the package: the package installs, as the
+models' `CheckpointMixin._checkpoint_writer`, a stand-in that registers the package and hands over to
+`CHECKPOINT_WRITER` (see `_registration`), so that `model.save_pretrained(folder)` (also through `Trainer` and the
+CLI) and `model.push_to_hub(repo)`
 
 - make the saved code importable without the package (`portable_code`: the shared modules it imports are copied next
   to it and imported relatively),
@@ -45,8 +46,8 @@ _SAVE_PUSH_OPTIONS = ("repo_id", "commit_message", "commit_description", "privat
 
 
 class CheckpointWriter:
-    """Saving and pushing of the package's models and configs (installed as `CheckpointMixin._checkpoint_writer`),
-    and the pipelines their checkpoints ship."""
+    """Saving and pushing of the package's models and configs (what `CheckpointMixin._checkpoint_writer` hands over
+    to), and the pipelines their checkpoints ship."""
 
     def __init__(self) -> None:
         # Per model class: task -> the `custom_pipelines` entry of config.json, and module name -> source file.
