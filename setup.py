@@ -47,7 +47,7 @@ setup(
     entry_points={
         "console_scripts": ["hf-entity = hf_entity_models.cli:main"],
         # spacy.load() of a saved pipeline finds the factory here without importing the package first.
-        "spacy_factories": ["entity_coref = hf_entity_models.tasks.coreference.spacy_component:make_entity_coref"],
+        "spacy_factories": ["entity_coref = hf_entity_models.spacy_component:make_entity_coref"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -72,13 +72,43 @@ def test_every_imported_package_is_declared_and_every_declared_one_is_imported()
 
 
 def test_optional_imports_stay_behind_their_extra():
+    # The one exemption: the spaCy component registers its factory with `@Language.factory` when its module is
+    # imported, so it needs spacy at module level. Only spaCy imports that module (setup.py's `spacy_factories`
+    # entry point); nothing in the package does (checked below), so `import hf_entity_models` never needs spacy.
+    spacy_component = "hf_entity_models/spacy_component.py"
+    exempt = {("spacy", spacy_component)}
     extras = declared_extras()
     for module, extra in OPTIONAL_IMPORTS.items():
         in_extra = {normalized(floor(requirement)[0]) for requirement in extras.get(extra, [])}
         assert normalized(module) in in_extra, f"setup.py must declare {module} in the [{extra}] extra"
         for file in third_party_imports().get(module, []):
+            if (module, Path(file).as_posix()) in exempt:
+                continue
             module_level = [node for node in ast.parse((REPO_ROOT / file).read_text()).body if imports_module(node, module)]
             assert not module_level, f"{file} imports {module} at module level: import it where the feature is used"
+
+    def runs_at_import(tree: ast.AST):
+        """The nodes of a module that run when it is imported: all but the bodies of functions."""
+        for child in ast.iter_child_nodes(tree):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                yield child
+                yield from runs_at_import(child)
+
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        file = path.relative_to(REPO_ROOT).as_posix()
+        if file == spacy_component:
+            continue
+        for node in runs_at_import(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(alias.name for alias in node.names)]
+            else:
+                continue
+            assert not any("spacy_component" in name.split(".") for name in names), (
+                f"{file} imports the spaCy component at module level (line {node.lineno}): only spaCy's entry point "
+                "may load it, else `import hf_entity_models` needs spacy"
+            )
 
 
 def declared_extras() -> dict[str, list[str]]:
