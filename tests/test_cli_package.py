@@ -17,7 +17,7 @@ HEAVY = ("torch", "transformers", "datasets", "numpy", "huggingface_hub", "accel
 # Every --help the CLI answers.
 HELP_COMMANDS = [
     [], ["train"], ["train", "petra"], ["train", "refreader"], ["train", "forcereader"], ["train", "gpt2e"],
-    ["evaluate"], ["predict"], ["push"], ["definitions"],
+    ["evaluate"], ["predict"], ["push"], ["definitions"], ["export"],
 ]
 # Runs in a fresh interpreter where `hf_entity_models` is an empty package object with the real folder as its
 # path: what the CLI package itself imports, whatever the package's __init__ does.

@@ -13,6 +13,7 @@ Commands (``hf-entity COMMAND --help`` lists the options of each):
 * ``predict``: entities of a text, a pronoun query, GAP predictions in the official scorer's format; the answer to a
   question (and ForceReader's attention figures); the continuation of a prompt;
 * ``push``: upload the files a checkpoint consists of to the Hugging Face Hub;
+* ``export``: a question-answering checkpoint as an ONNX graph (and its int8 quantisation), checked against PyTorch;
 * ``definitions``: rebuild a model's rare-token embeddings from dictionary definitions (DefinitionEMB).
 
 Nothing of the user's is replaced silently: ``train`` saves into a new folder next to --output-dir and moves it into

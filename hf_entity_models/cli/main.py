@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import coreference, embeddings, evaluate, language_modeling, predict, push, question_answering
+from . import coreference, embeddings, evaluate, export, language_modeling, predict, push, question_answering
 from .checkpoints import WEIGHT_FILE_NAMES, user_entries
 from .common import (
     DEBUG_VARIABLE,
@@ -38,6 +38,7 @@ TRAIN_INPUT_OPTIONS = {
 OUTPUT_PATHS = {
     "output": ("--output", False), "responses": ("--responses", False), "predictions": ("--predictions", False),
     "memory_plot": ("--memory-plot", False), "attention_figures": ("--attention-figures", True),
+    "onnx": ("--onnx", True),
 }
 # What each command loads by name (destination -> how a message names it): a folder, or a Hub id to fetch.
 LOADED_LOCATIONS = {
@@ -45,6 +46,7 @@ LOADED_LOCATIONS = {
     "evaluate": {"checkpoint": "CHECKPOINT"},
     "predict": {"checkpoint": "CHECKPOINT", "coref_model": "--coref-model"},
     "definitions": {"model": "MODEL", "reader": "--reader"},
+    "export": {"checkpoint": "CHECKPOINT"},
 }
 
 
@@ -85,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``hf-entity``: train (one command per model), evaluate, predict, push, definitions.
+    """The argument parser of ``hf-entity``: train (one command per model), evaluate, predict, push, definitions,
+    export.
 
     Building it (and answering ``--help``) imports no torch, transformers, datasets or numpy.
     """
@@ -105,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_parser(commands)
     push.add_parser(commands)
     embeddings.add_parser(commands)
+    export.add_parser(commands)
     return parser
 
 

@@ -1,5 +1,6 @@
 """Extractive question answering: SQuAD 1.1 / 2.0 data, features with doc stride, post-processing, the official
-EM/F1, the question-answering pipeline and the attention pictures of the ForceReader paper."""
+EM/F1, the question-answering pipeline, the attention pictures of the ForceReader paper, and ONNX export (with int8
+quantisation) checked against PyTorch."""
 
 from .data import load_squad, split_by_article, squad_version
 from .features import prepare_train_features, prepare_validation_features, squad_features
@@ -19,6 +20,7 @@ from .metrics import (
     score_squad_v2,
     token_f1,
 )
+from .onnx_export import BFloat16Autocast, OnnxExport, OnnxQuestionAnswering, export_onnx, quantize_onnx_int8
 from .pipeline import QuestionAnsweringPipeline
 from .plots import AttentionMap, attention_maps, plot_attention_figures, plot_attention_map
 from .postprocess import SquadPredictions, postprocess_predictions
@@ -39,6 +41,11 @@ from .training import (
 )
 
 __all__ = [
+    "BFloat16Autocast",
+    "OnnxExport",
+    "OnnxQuestionAnswering",
+    "export_onnx",
+    "quantize_onnx_int8",
     "AttentionMap",
     "BestThresholds",
     "QuestionAnsweringPipeline",
