@@ -85,3 +85,31 @@ def test_bad_clusters_are_refused_with_the_mention_named(clusters, error, messag
 def test_text_must_be_a_string():
     with pytest.raises(TypeError, match="str"):
         resolve_coreferences(b"Emma", [])
+
+
+def test_first_and_second_person_pronouns_are_kept_and_never_name_an_entity():
+    text = '"I am late," said Emma. "You are not," I told her.'
+    emma = [word(text, "I"), word(text, "Emma"), word(text, "her")]
+    narrator = [word(text, "You"), word(text, "I", 1)]
+    result = resolve_coreferences(text, [emma, narrator])
+    assert result["text"] == '"I am late," said Emma. "You are not," I told Emma.'
+
+
+def test_cost_grows_linearly_with_the_text():
+    import time
+
+    def seconds(repeats: int) -> float:
+        sentence = "Anna met Tom and she gave him her book. "
+        text = sentence * repeats
+        anna, tom = [], []
+        for index in range(repeats):
+            offset = index * len(sentence)
+            anna += [(offset, offset + 4), (offset + 17, offset + 20), (offset + 30, offset + 33)]
+            tom += [(offset + 9, offset + 12), (offset + 26, offset + 29)]
+        started = time.perf_counter()
+        result = resolve_coreferences(text, [anna, tom])
+        assert result["text"].count("Anna gave Tom Anna's book") == repeats
+        return time.perf_counter() - started
+
+    small, large = min(seconds(2_000) for _ in range(2)), min(seconds(16_000) for _ in range(2))
+    assert large < 8 * small * 3, f"8x the text took {large / small:.1f}x the time: quadratic somewhere"

@@ -1,6 +1,6 @@
 """``hf-entity predict``: run a checkpoint, whatever its task (told by its config.json): the entities of a text, a
-pronoun query or GAP predictions (coreference), the answer to a question (question answering), the continuation of
-a prompt (language model).
+pronoun query, GAP predictions, the clusters of a corpus (JSON lines, resumable) or CoNLL-2012 responses
+(coreference), the answer to a question (question answering), the continuation of a prompt (language model).
 """
 
 from __future__ import annotations
@@ -28,12 +28,18 @@ from .common import (
     add_threads_option,
     check_location,
     check_output_file,
+    listing,
     emit,
     given_options,
     hidden_sibling,
     positive_int,
 )
-from .evaluate import LANGUAGE_MODEL_ARCHITECTURES, is_question_answering_architecture, refuse_options_of_other_checkpoints
+from .evaluate import (
+    LANGUAGE_MODEL_ARCHITECTURES,
+    is_question_answering_architecture,
+    refuse_options_of_other_checkpoints,
+    refuse_output_inside_input_folders,
+)
 
 # Options that only one kind of checkpoint reads (argparse destination -> option).
 _QA_OPTIONS = {
@@ -44,7 +50,13 @@ _QA_OPTIONS = {
 }
 _COREFERENCE_OPTIONS = {
     "pronoun": "--pronoun", "candidate": "--candidate", "mention_threshold": "--mention-threshold",
-    "memory_plot": "--memory-plot",
+    "memory_plot": "--memory-plot", "resolve": "--resolve", "responses": "--responses",
+}
+# Options that only some coreference inputs read: argparse destination -> (option, the inputs that read it).
+_INPUT_OPTIONS = {
+    "pronoun": ("--pronoun", ("--text",)), "candidate": ("--candidate", ("--text",)),
+    "memory_plot": ("--memory-plot", ("--text",)), "resolve": ("--resolve", ("--text", "--texts")),
+    "split": ("--split", ("--gap-file",)), "responses": ("--responses", ("--conll",)),
 }
 _LM_OPTIONS = {"max_new_tokens": "--max-new-tokens", "coref_model": "--coref-model"}
 # The figures `--attention-figures` draws (the ForceReader paper's numbers), as `plot_attention_figures` names them.
@@ -65,9 +77,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "({answer, start, end, score}, with context[start:end] == answer); --attention-figures also draws "
         "ForceReader's attention (the paper's Figures 1 and 3-5). For a language model (GPT2E or GPT-2), --prompt "
         "prints the greedy continuation as JSON; GPT2E reads the prompt's entity ids from a coreference checkpoint "
-        "(--coref-model) and prints the clusters it used, or reads no entities without one.",
-        epilog='Example (GPT2E): hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" '
-        "--max-new-tokens 20 --coref-model runs/petra-people",
+        "(--coref-model) and prints the clusters it used, or reads no entities without one. --texts FILE.jsonl|DIR "
+        "finds the clusters of every document of a corpus, --batch-size at a time, and writes one JSON line per "
+        "document to --output as it goes ({\"id\", \"clusters\"}, or {\"id\", \"error\"} for a document that "
+        "fails); run again with the same --output, it skips the documents done and retries those that failed. "
+        "--conll DIR_OR_FILE --responses FILE writes the clusters of every CoNLL-2012 document as a response file "
+        "for the reference scorer.",
+        epilog='Examples: hf-entity predict runs/petra-litbank --text "Emma smiled. She liked her book." --resolve | '
+        "hf-entity predict runs/petra-litbank --texts books.jsonl --output clusters.jsonl --batch-size 8 | "
+        'hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" --coref-model runs/petra-people',
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -75,6 +93,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--gap-file", help="GAP TSV file or Hub dataset id to predict (coreference)")
     source.add_argument("--question", help="the question to answer from --context (question answering)")
     source.add_argument("--prompt", help="the text to continue (language model)")
+    source.add_argument(
+        "--texts", metavar="FILE.jsonl|DIR",
+        help='a corpus to cluster (coreference): a JSON-lines file, one {"id": ..., "text": ...} per line ("id", a '
+        "string or an integer, is optional: the line number by default), or a folder of UTF-8 .txt files (one "
+        "document each, named by file name). Needs --output",
+    )
+    source.add_argument(
+        "--conll", metavar="DIR_OR_FILE",
+        help="CoNLL-2012 documents (a .conll file or a folder) whose clusters to write to --responses (coreference)",
+    )
     language_model = parser.add_argument_group("language model (with --prompt)")
     language_model.add_argument(
         "--max-new-tokens", type=positive_int,
@@ -101,12 +129,33 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="write probability that makes a token a mention (default 0.5; also for --coref-model)",
     )
     coreference.add_argument("--memory-plot", metavar="PNG", help="with --text: also draw the memory log to this PNG")
-    coreference.add_argument("--batch-size", type=positive_int, default=16, help="texts per forward pass (default: 16)")
-    parser.add_argument("--output", help="write the result here instead of stdout")
+    coreference.add_argument(
+        "--resolve", action="store_true", default=None,
+        help="with --text or --texts: also give the text with every pronoun replaced by the name of its entity "
+        '("resolved_text") and the replacements made ("replacements": start/end in the text, resolved_start/'
+        "resolved_end in the resolved text)",
+    )
+    coreference.add_argument("--responses", metavar="CONLL_FILE", help="with --conll: the response file to write")
+    coreference.add_argument(
+        "--batch-size", type=positive_int, default=16,
+        help="texts per forward pass (--gap-file, --texts, --conll; default: 16)",
+    )
+    parser.add_argument(
+        "--output",
+        help="write the result here instead of stdout; with --texts the JSON-lines file of clusters (required), "
+        "resumed when it exists (--overwrite starts it afresh)",
+    )
     add_overwrite_option(parser)
     add_trust_remote_code_option(parser)
     add_threads_option(parser, "the model's forward passes and generation")
-    parser.set_defaults(handler=run_predict, command_name="predict")
+    parser.set_defaults(handler=run_predict, command_name="predict", check_first=_check_first)
+
+
+def _check_first(args: argparse.Namespace) -> None:
+    """Before the checks of every output file (`main.check_outputs_first`): the --output of --texts is resumed when
+    it exists, so it is checked by `_predict_texts` instead, which the other checks skip (they check str paths)."""
+    if args.texts is not None and isinstance(args.output, str):
+        args.output = Path(args.output)
 
 
 def _add_question_answering_options(qa: argparse._ArgumentGroup) -> None:
@@ -153,10 +202,12 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def _run_predict(args: argparse.Namespace) -> int:
-    inputs = [*([Path(args.gap_file)] if args.gap_file is not None else []), *checkpoint_inputs(args.checkpoint)]
+    data = [location for location in (args.gap_file, args.texts, args.conll) if location is not None]
+    inputs = [*(Path(location) for location in data), *checkpoint_inputs(args.checkpoint)]
     if args.coref_model is not None:
         inputs += checkpoint_inputs(args.coref_model)
-    check_output_file(args.output, "--output", args.overwrite, inputs)
+    if args.texts is None:  # an existing --output of --texts is resumed
+        check_output_file(args.output, "--output", args.overwrite, inputs)
     check_output_file(args.memory_plot, "--memory-plot", args.overwrite, inputs)
     language_model = architecture_of(args.checkpoint, LANGUAGE_MODEL_ARCHITECTURES.__contains__)
     if args.prompt is not None or language_model is not None:
@@ -166,12 +217,23 @@ def _run_predict(args: argparse.Namespace) -> int:
     if args.question is not None or architecture is not None:
         return _predict_question_answering(args, architecture, inputs)
     refuse_options_of_other_checkpoints(args, _QA_OPTIONS, "question-answering checkpoints")
+    _refuse_options_of_other_inputs(args)
     if args.gap_file is not None:
-        for option in ("pronoun", "candidate", "memory_plot"):
-            if getattr(args, option) is not None:
-                raise CliError(f"--{option.replace('_', '-')} only applies with --text, not with --gap-file.")
         return _predict_gap_file(args)
+    if args.texts is not None:
+        return _predict_texts(args, inputs)
+    if args.conll is not None:
+        return _predict_conll(args, inputs)
     return _predict_text(args)
+
+
+def _refuse_options_of_other_inputs(args: argparse.Namespace) -> None:
+    """An option of one coreference input (--text, --gap-file, --texts, --conll) given with another."""
+    sources = {"--text": args.text, "--gap-file": args.gap_file, "--texts": args.texts, "--conll": args.conll}
+    source = next(option for option, value in sources.items() if value is not None)
+    for name, (option, readers) in _INPUT_OPTIONS.items():
+        if getattr(args, name, None) is not None and source not in readers:
+            raise CliError(f"{option} only applies with {' or '.join(readers)}, not with {source}.")
 
 
 # ------------------------------------------------------------------------------------------------ coreference
@@ -188,6 +250,11 @@ def _predict_text(args: argparse.Namespace) -> int:
         options["mention_threshold"] = args.mention_threshold
     if args.memory_plot is not None:
         options["return_memory_log"] = True
+    if args.resolve:
+        if args.pronoun is not None:
+            raise CliError("--resolve rewrites the text from its clusters, but --pronoun/--candidate ask for link "
+                           "probabilities; drop --resolve or the query.")
+        options["resolve"] = True
     answer = pipe(args.text, **options)
     if args.memory_plot is not None:
         from ..tasks.coreference.plots import plot_memory_log
@@ -222,6 +289,72 @@ def _predict_gap_file(args: argparse.Namespace) -> int:
     emit("\n".join(lines), args.output)
     if args.output:
         print(f"wrote {len(lines)} predictions to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _predict_texts(args: argparse.Namespace, inputs: list[Path]) -> int:
+    """``--texts FILE.jsonl|DIR --output FILE``: the clusters of every document, one JSON line each, written as they
+    are found; an existing --output is resumed (its documents done are skipped, those that failed retried)."""
+    from tqdm.auto import tqdm
+
+    from ..tasks.coreference.corpus import TextCorpus, predict_corpus, start_output
+    from .coreference import coreference_pipeline
+
+    if args.output is None:
+        raise CliError("--texts writes one JSON line per document to a file: add --output clusters.jsonl (a rerun "
+                       "with the same file resumes where it stopped).")
+    output = Path(args.output)
+    check_location(output, "--output", folder=False)
+    refuse_output_inside_input_folders(args.output, "--output", [("--texts", args.texts)])
+    if output.exists() and any(source.exists() and os.path.samefile(output, source) for source in inputs):
+        raise CliError(f"--output {output} is an input of this command; choose another file.")
+    corpus = TextCorpus(args.texts)  # read (ids, duplicates) before the model loads
+    pipe = coreference_pipeline(args.checkpoint)
+    options = {} if args.mention_threshold is None else {"mention_threshold": args.mention_threshold}
+    pipe([], **options, resolve=bool(args.resolve))  # options of the other mode are refused before the output opens
+    state, resuming = start_output(output, corpus.ids, fresh=args.overwrite)
+    if resuming:
+        print(resuming, file=sys.stderr)
+    summary = predict_corpus(
+        pipe, corpus, output, args.batch_size, resolve=bool(args.resolve), pipeline_options=options, resume=state,
+        on_error=lambda document, error: tqdm.write(f"{document.id} ({document.where}): {error}", file=sys.stderr),
+    )
+    print(f"wrote the clusters of {summary.written} documents to {output} ({summary.skipped} skipped, done before)",
+          file=sys.stderr)
+    if summary.failed:
+        raise CliError(
+            f"{len(summary.failed)} of the {len(corpus)} documents failed: {listing([str(i) for i in summary.failed])} "
+            f"(their lines in {output} hold the error); fix them and run the same command again to retry them."
+        )
+    return 0
+
+
+def _predict_conll(args: argparse.Namespace, inputs: list[Path]) -> int:
+    """``--conll DIR_OR_FILE --responses FILE``: the clusters of every CoNLL-2012 document as a response file."""
+    import torch
+
+    from ..tasks.coreference import read_conll_coreference
+    from ..tasks.coreference.corpus import conll_corpus_responses
+    from .coreference import load_coreference_checkpoint
+    from .coreference_conll import write_responses
+
+    if args.responses is None:
+        raise CliError("--conll writes the clusters it finds to a CoNLL-2012 file: add --responses FILE.conll.")
+    if args.output is not None:
+        raise CliError("--conll writes its clusters to --responses; drop --output.")
+    check_output_file(args.responses, "--responses", args.overwrite, inputs)
+    refuse_output_inside_input_folders(args.responses, "--responses", [("--conll", args.conll)])
+    if args.mention_threshold is not None and stored_config(args.checkpoint).get("coreference_mode") == "document":
+        raise CliError(f"--mention-threshold applies to token-mode checkpoints; {args.checkpoint} is in the document "
+                       "mode (its mentions are spans chosen by their logit): drop --mention-threshold.")
+    documents = read_conll_coreference(args.conll)  # a file it refuses is refused before the model loads
+    model, tokenizer = load_coreference_checkpoint(args.checkpoint)
+    model.to("cuda" if torch.cuda.is_available() else "cpu")
+    responses = conll_corpus_responses(
+        model, tokenizer, documents, batch_size=args.batch_size, mention_threshold=args.mention_threshold
+    )
+    write_responses(responses, Path(args.responses))
+    print(f"wrote the clusters of {len(responses)} documents to {args.responses}", file=sys.stderr)
     return 0
 
 

@@ -1,21 +1,26 @@
 """`pipeline("coreference")`: the entities a memory model tracks in a text, or which names a pronoun refers to.
 
-This file imports only torch, transformers, the standard library and the shared ``pipeline_inputs`` module, which
-saving copies next to it (the import made relative), so that the files can be
-uploaded next to a checkpoint and loaded with ``pipeline(model=..., trust_remote_code=True)`` on a machine without
-hf_entity_models.
+This file imports only torch, transformers, the standard library and shared modules of the models
+(``pipeline_inputs``, ``coreference_links``, ``document_coreference``), which saving copies next to it (the imports
+made relative), so that the files can be uploaded next to a checkpoint and loaded with
+``pipeline(model=..., trust_remote_code=True)`` on a machine without hf_entity_models. ``resolve=True`` reads the
+package's `resolve_coreferences` (it is not shipped with checkpoints).
 """
 
+import importlib
 import math
 import numbers
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from transformers import Pipeline
 
+from hf_entity_models.models._shared.coreference_links import _best_window_per_token, _window_starts
+from hf_entity_models.models._shared.document_coreference import NEW_ENTITY_SCORE, keep_top_spans, log_buckets
 from hf_entity_models.models._shared.pipeline_inputs import check_tokenizer_files, check_unicode
 
 CharSpan = tuple[int, int]
@@ -25,6 +30,10 @@ CharSpan = tuple[int, int]
 # two bounds applies; see `check_tokenizer_matches_model`.
 UNUSED_EMBEDDING_ROWS = 128
 UNUSED_EMBEDDING_SHARE = 0.01
+# Most tokens one encoder call reads when the pipeline reads a batch of document-mode texts: the windows of all its
+# documents go to the encoder together, in calls of at most this many tokens (16 windows of 512), which keeps an
+# accelerator busy and bounds the attention scores held at once.
+ENCODER_TOKENS_PER_CALL = 8192
 # Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): the text does not
 # mark words there, so every character boundary counts as a word boundary.
 _SPACELESS_SCRIPTS = (
@@ -66,10 +75,16 @@ class CoreferencePipeline(Pipeline):
     the order of its first mention; ``span_threshold=`` overrides ``config.span_threshold`` (a logit). Queries and
     the memory log are token-mode answers.
 
+    ``resolve=True`` (clusters only, not with a query) adds the text with its pronouns replaced by the names of
+    their entities: ``"resolved_text"`` and ``"replacements"`` (``resolve_coreferences`` of the package; each
+    replacement has its ``start``/``end`` in the text and ``resolved_start``/``resolved_end`` in the resolved text).
+
     Texts may be a string or a list of strings (an empty list gives ``[]``); ``batch_size=`` batches them; long
-    documents are encoded in windows by the model (nothing is truncated). To give every text of a list its own
-    query, pass dicts: ``pipe([{"text": ..., "pronoun": (s, e), "candidates": [...]}, ...])``; a list may mix
-    dicts with and without a query, at any batch size.
+    documents are encoded in windows by the model (nothing is truncated). In the document mode a batch is read
+    together: the encoder windows of all its texts in shared calls, and their mentions clustered in lockstep (one
+    step of the entity memory for every text at once); the clusters are those of the texts read one by one. To give
+    every text of a list its own query, pass dicts: ``pipe([{"text": ..., "pronoun": (s, e), "candidates": [...]},
+    ...])``; a list may mix dicts with and without a query, at any batch size.
 
     The tokenizer must be the model's (`check_tokenizer_matches_model`), checked when the pipeline is built (a
     `ValueError` says what to fix); a checkpoint whose config.json does not fit its weights is refused when the model
@@ -84,6 +99,9 @@ class CoreferencePipeline(Pipeline):
     {'clusters': [[{'start': 0, 'end': 3, 'text': 'Zoe'}, {'start': 25, 'end': 28, 'text': 'She'}], ...]}
     >>> pipe("Zoe met Maggie. She smiled.", pronoun=(16, 19), candidates=[(0, 3), (8, 14)])  # doctest: +SKIP
     {'pronoun': {...}, 'candidates': [{'start': 0, 'end': 3, 'text': 'Zoe', 'probability': 0.31, 'coreferent': True}, ...]}
+    >>> pipe("Zoe met Maggie. She smiled.", resolve=True)["resolved_text"]  # doctest: +SKIP
+    'Zoe met Maggie. Zoe smiled.'
+    >>> answers = pipe(["First text.", "Second text."], batch_size=8)  # doctest: +SKIP
 
     ```
     """
@@ -119,10 +137,17 @@ class CoreferencePipeline(Pipeline):
         return_memory_log: bool | None = None,
         mention_threshold: float | None = None,
         span_threshold: float | None = None,
+        resolve: bool | None = None,
         **kwargs,
     ):
         if kwargs:
             raise TypeError(f"Unknown arguments for the coreference pipeline: {sorted(kwargs)}.")
+        resolve_parameters = {}
+        if resolve:
+            if pronoun is not None or candidates is not None:
+                raise ValueError(_RESOLVE_WITH_QUERY)
+            _resolver()  # fails now, before any text is read, where the package is not installed
+            resolve_parameters = {"resolve": True}
         if self._document_mode():
             token_mode = {"pronoun": pronoun, "candidates": candidates, "return_memory_log": return_memory_log,
                           "mention_threshold": mention_threshold}
@@ -133,15 +158,15 @@ class CoreferencePipeline(Pipeline):
                     "checkpoint returns the clusters of the whole text (look for the pronoun's mention there) and "
                     "takes span_threshold."
                 )
-            return {}, {"span_threshold": _checked_span_threshold(span_threshold)}, {}
+            return {}, {"span_threshold": _checked_span_threshold(span_threshold)}, resolve_parameters
         if span_threshold is not None:
             raise ValueError("span_threshold is for document-mode checkpoints; this one reads tokens (mention_threshold).")
         if (pronoun is None) != (candidates is None):
             raise ValueError("Pass `pronoun=(start, end)` together with `candidates=[(start, end), ...]`.")
-        preprocess_parameters = {}
+        preprocess_parameters = dict(resolve_parameters)  # a dict input's own query is refused with resolve=True
         if pronoun is not None:
             preprocess_parameters["query"] = _checked_query(pronoun, candidates)
-        postprocess_parameters = {}
+        postprocess_parameters = dict(resolve_parameters)
         if return_memory_log is not None:
             postprocess_parameters["return_memory_log"] = bool(return_memory_log)
         if mention_threshold is not None:
@@ -150,8 +175,12 @@ class CoreferencePipeline(Pipeline):
             postprocess_parameters["mention_threshold"] = float(mention_threshold)
         return preprocess_parameters, {}, postprocess_parameters
 
-    def preprocess(self, inputs: Any, query: tuple[CharSpan, list[CharSpan]] | None = None) -> dict[str, Any]:
+    def preprocess(
+        self, inputs: Any, query: tuple[CharSpan, list[CharSpan]] | None = None, resolve: bool = False
+    ) -> dict[str, Any]:
         text, query = _text_and_query(inputs, query)
+        if resolve and query is not None:
+            raise ValueError(_RESOLVE_WITH_QUERY)
         if not text.strip():
             raise ValueError("The text is empty; pass a non-empty string.")
         check_unicode(text, "The text")
@@ -195,10 +224,16 @@ class CoreferencePipeline(Pipeline):
         return result
 
     def postprocess(
-        self, model_outputs: dict[str, Any], return_memory_log: bool = False, mention_threshold: float | None = None
+        self,
+        model_outputs: dict[str, Any],
+        return_memory_log: bool = False,
+        mention_threshold: float | None = None,
+        resolve: bool = False,
     ) -> dict[str, Any]:
         if self._document_mode():
-            return {"clusters": _document_clusters(model_outputs["text"], model_outputs["words"], model_outputs["mentions"])}
+            document = model_outputs["document"]
+            result = {"clusters": _document_clusters(document.text, document.words, document.mentions)}
+            return _with_resolved_text(document.text, result) if resolve else result
         if mention_threshold is None:
             mention_threshold = float(getattr(self.model.config, "mention_threshold", 0.5))
         text, offsets, query = model_outputs["text"], model_outputs["offsets"], model_outputs["query"]
@@ -217,6 +252,8 @@ class CoreferencePipeline(Pipeline):
             special = model_outputs["special_tokens_mask"][0, :length].bool().tolist()
             new_entity_threshold = getattr(self.model.config, "new_entity_threshold", None)
             result = {"clusters": _clusters(text, offsets, special, log, mention_threshold, new_entity_threshold)}
+            if resolve:
+                result = _with_resolved_text(text, result)
         if return_memory_log:
             result["memory_log"] = _memory_log(text, offsets, log)
         return result
@@ -243,27 +280,190 @@ class CoreferencePipeline(Pipeline):
         positions = [0 if word is None else word + 1 for word in encoding.word_ids(0)]
         return {
             "input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
-            "word_positions": torch.tensor([positions]), "text": text, "words": words,
-            "sentence_ids": document_sentence_ids(text, words),
+            "word_positions": torch.tensor([positions]),
+            "document": _DocumentText(text, words, document_sentence_ids(text, words)),
         }  # fmt: skip
 
     def _document_forward(self, model_inputs: dict[str, Any], span_threshold: float | None) -> dict[str, Any]:
-        texts, words, sentences = model_inputs["text"], model_inputs["words"], model_inputs["sentence_ids"]
-        single = isinstance(texts, str)  # batch_size=1 leaves the items unbatched
+        documents = model_inputs["document"]
+        single = isinstance(documents, _DocumentText)  # batch_size=1 leaves the items unbatched
         if single:
-            texts, words, sentences = [texts], [words], [sentences]
+            documents = [documents]
         device = model_inputs["input_ids"].device
-        sentence_ids = torch.full((len(sentences), max(len(ids) for ids in sentences)), -1, dtype=torch.long)
-        for row, ids in enumerate(sentences):
-            sentence_ids[row, : len(ids)] = torch.tensor(ids)
-        mentions = self.model.predict_clusters(
-            sentence_ids.to(device), input_ids=model_inputs["input_ids"],
-            attention_mask=model_inputs["attention_mask"], word_ids=model_inputs["word_positions"] - 1,
+        real = model_inputs["attention_mask"].bool()  # the pipeline pads on the tokenizer's side
+        tokens = [ids[mask] for ids, mask in zip(model_inputs["input_ids"], real)]
+        word_ids = [positions[mask] - 1 for positions, mask in zip(model_inputs["word_positions"], real)]
+        sentences = [torch.tensor(document.sentence_ids, device=device) for document in documents]
+        pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        found = predict_document_batch(self.model, tokens, word_ids, sentences, span_threshold, pad_token_id)
+        for document, mentions in zip(documents, found):
+            document.mentions = mentions
+        return {"document": documents[0] if single else documents}
+
+
+class _DocumentText:
+    """A document-mode text with its words, sentences and (after the forward pass) mentions. One object, not lists:
+    the pipeline base class walks lists and dicts element by element to move tensors between devices, which costs
+    seconds on the thousands of words of a book."""
+
+    __slots__ = ("text", "words", "sentence_ids", "mentions")
+
+    def __init__(self, text: str, words: list[CharSpan], sentence_ids: list[int]):
+        self.text, self.words, self.sentence_ids = text, words, sentence_ids
+        self.mentions: list[tuple[int, int, int]] = []
+
+
+# ------------------------------------------------------------------------------------- document-mode batches
+@torch.no_grad()
+def predict_document_batch(
+    model: Any,
+    tokens: Sequence[torch.Tensor],
+    word_ids: Sequence[torch.Tensor],
+    sentence_ids: Sequence[torch.Tensor],
+    span_threshold: float | None = None,
+    pad_token_id: int = 0,
+) -> list[list[tuple[int, int, int]]]:
+    """The mentions `(first word, last word, entity)` of several documents, as `model.predict_clusters` finds them in
+    each document alone (one document is read by it), read together: the encoder windows of all documents in shared
+    calls (`encode_documents`), then every document's mention proposal, then the greedy clustering of all documents
+    in lockstep (`cluster_in_lockstep`; a bounded memory clusters each document alone).
+
+    Args:
+        model: A document-mode coreference model (`coreference_mode="document"`).
+        tokens, word_ids: Per document its token ids `(T_b,)` (special tokens included) and the word of every token
+            `(T_b,)` (-1: none).
+        sentence_ids: Per document the sentence of every word `(W_b,)`.
+        span_threshold: Smallest mention logit (default: `config.span_threshold`).
+        pad_token_id: Padding of the encoder calls (masked out).
+
+    Example:
+        >>> predict_document_batch(model, [row["input_ids"] for row in rows], [row["word_ids"] for row in rows],
+        ...                        [row["sentence_ids"] for row in rows])  # doctest: +SKIP
+        [[(0, 0, 0), (5, 5, 0), ...], ...]
+    """
+    if len(tokens) == 1:  # the model's own reading, as `hf-entity evaluate --conll` reads a document
+        return model.predict_clusters(
+            sentence_ids[0].unsqueeze(0), input_ids=tokens[0].unsqueeze(0), word_ids=word_ids[0].unsqueeze(0),
             span_threshold=span_threshold,
         )  # fmt: skip
-        if single:
-            return {"text": texts[0], "words": words[0], "mentions": mentions[0]}
-        return {"text": texts, "words": words, "mentions": mentions}
+    was_training = model.training
+    model.eval()
+    try:
+        head, config = model.document_head, model.config
+        threshold = config.span_threshold if span_threshold is None else float(span_threshold)
+        spans, vectors = [], []
+        for features, ids, sentence_row in zip(encode_documents(model, tokens, pad_token_id), word_ids, sentence_ids):
+            [words], [sentences] = model.document_word_features(
+                sentence_row.unsqueeze(0), encoder_features=features.unsqueeze(0), word_ids=ids.unsqueeze(0)
+            )
+            states = head.states(words)
+            candidates, logits = head.candidates(states, sentences)
+            kept = keep_top_spans(candidates, logits, threshold, config.max_mentions_per_word, words.shape[0])
+            spans.append(kept)
+            vectors.append((states, head.proposer(states, kept)[0]) if kept.shape[0] else (states, None))
+        if head.memory.max_entities is None:
+            entities = cluster_in_lockstep(head.memory, [v for _, v in vectors], [s[:, 0] for s in spans])
+        else:
+            entities = [head.cluster_spans(states, kept) for (states, _), kept in zip(vectors, spans)]
+        return [[(int(a), int(b), entity) for (a, b), entity in zip(kept.tolist(), found)]
+                for kept, found in zip(spans, entities)]
+    finally:
+        model.train(was_training)
+
+
+def encode_documents(model: Any, tokens: Sequence[torch.Tensor], pad_token_id: int = 0) -> list[torch.Tensor]:
+    """The encoder features `(T_b, F)` of every document, as `model.get_encoder_features` gives them for the document
+    alone (a document longer than the encoder's window is read in overlapping windows, each token taking the window
+    where it has most context), with the windows of all documents read together, longest first, in calls of at most
+    `ENCODER_TOKENS_PER_CALL` tokens."""
+    window, overlap = model.config.max_encoder_window, model.config.effective_window_overlap
+    pieces = []  # (document, first token, length) of every window
+    for index, ids in enumerate(tokens):
+        length = ids.shape[0]
+        starts = [0] if length <= window else _window_starts(length, window, overlap)
+        pieces += [(index, start, min(window, length - start)) for start in starts]
+    order = sorted(range(len(pieces)), key=lambda piece: -pieces[piece][2])
+    per_call = max(1, ENCODER_TOKENS_PER_CALL // window)
+    encoded: list[torch.Tensor | None] = [None] * len(pieces)
+    for first in range(0, len(order), per_call):
+        call = order[first : first + per_call]
+        ids = tokens[0].new_full((len(call), pieces[call[0]][2]), pad_token_id)
+        mask = torch.zeros_like(ids)
+        for row, piece in enumerate(call):
+            document, start, length = pieces[piece]
+            ids[row, :length], mask[row, :length] = tokens[document][start : start + length], 1
+        features = model.get_encoder_features(ids, mask)
+        for row, piece in enumerate(call):
+            encoded[piece] = features[row, : pieces[piece][2]]
+    documents = []
+    for index, ids in enumerate(tokens):
+        windows = [piece for piece, (document, _, _) in enumerate(pieces) if document == index]
+        if len(windows) == 1:
+            documents.append(encoded[windows[0]])
+            continue
+        starts = [pieces[piece][1] for piece in windows]
+        best_window, offset = _best_window_per_token(starts, window, ids.shape[0], ids.device)
+        documents.append(torch.stack([encoded[piece] for piece in windows])[best_window, offset])
+    return documents
+
+
+@torch.no_grad()
+def cluster_in_lockstep(
+    memory: Any, mention_vectors: Sequence[torch.Tensor | None], mention_starts: Sequence[torch.Tensor]
+) -> list[list[int]]:
+    """`memory.cluster` (the unbounded entity memory's greedy clustering) of several documents at once: step `i`
+    reads the `i`-th mention of every document that has one, so the memory's small per-mention operations run once
+    per step for all documents. Returns the entity of every mention of every document, as `memory.cluster` numbers
+    them (in order of creation). `mention_vectors` are the documents' span vectors `(K_b, D)` (None: no mention)."""
+    lengths = [0 if vectors is None else vectors.shape[0] for vectors in mention_vectors]
+    order = sorted((b for b in range(len(lengths)) if lengths[b]), key=lambda b: -lengths[b])  # longest first
+    result: list[list[int]] = [[] for _ in lengths]
+    if not order:
+        return result
+    first_layer, rest = memory.pair_scorer[0], memory.pair_scorer[1:]
+    mentions = memory.mention_projection(pad_sequence([mention_vectors[b] for b in order], batch_first=True))
+    starts = pad_sequence([mention_starts[b] for b in order], batch_first=True)
+    documents, steps, size = mentions.shape
+    feature_size = memory.distance_embedding.embedding_dim
+    # As in `memory.cluster`: the scorer's first layer is linear, so each part's share is computed once.
+    entity_weight, mention_weight, product_weight, distance_weight, size_weight = first_layer.weight.split(
+        [size, size, size, feature_size, feature_size], dim=1)
+    mention_terms = torch.nn.functional.linear(mentions, mention_weight, first_layer.bias)
+    distance_terms = memory.distance_embedding.weight @ distance_weight.T
+    size_terms = memory.size_embedding.weight @ size_weight.T
+    entities = mentions.new_zeros(documents, steps, size)
+    entity_terms = mentions.new_zeros(documents, steps, first_layer.out_features)
+    sizes, last_starts = starts.new_zeros(documents, steps), starts.new_zeros(documents, steps)
+    counts = starts.new_zeros(documents)
+    rows, slots = torch.arange(documents, device=starts.device), torch.arange(steps, device=starts.device)
+    active, most_entities, chosen = documents, 0, []
+    for step in range(steps):
+        while lengths[order[active - 1]] <= step:  # documents run out of mentions shortest first
+            active -= 1
+        mention, start, row = mentions[:active, step], starts[:active, step], rows[:active]
+        if most_entities:
+            known = slice(0, most_entities)
+            distances = log_buckets(start.unsqueeze(1) - last_starts[:active, known], memory.num_distance_buckets)
+            hidden = (entity_terms[:active, known] + mention_terms[:active, step].unsqueeze(1)
+                      + (entities[:active, known] * mention.unsqueeze(1)) @ product_weight.T + distance_terms[distances]
+                      + size_terms[log_buckets(sizes[:active, known], memory.num_size_buckets)])  # fmt: skip
+            scores = rest(hidden).squeeze(-1).masked_fill(slots[known] >= counts[:active].unsqueeze(1), float("-inf"))
+            top_score, top = scores.max(dim=1)
+            joins = top_score > NEW_ENTITY_SCORE
+        else:
+            joins, top = torch.zeros_like(start, dtype=torch.bool), counts[:active]
+        best = torch.where(joins, top, counts[:active])
+        old, old_sizes = entities[row, best], sizes[row, best]
+        new = torch.where(joins.unsqueeze(1), memory.updated(old, mention, old_sizes), mention)
+        entities[row, best], entity_terms[row, best] = new, new @ entity_weight.T
+        sizes[row, best] = torch.where(joins, old_sizes + 1, 1)
+        last_starts[row, best] = start
+        counts[:active] += ~joins
+        most_entities = int(counts[:active].max())
+        chosen.append(best)
+    for position, document in enumerate(order):
+        result[document] = [int(step[position]) for step in chosen[: lengths[document]]]
+    return result
 
 
 # ------------------------------------------------------------------------------------------------- tokenizer
@@ -465,6 +665,30 @@ def _query_answer(
         ],
         "threshold": threshold,
     }
+
+
+# ------------------------------------------------------------------------------------------------- resolve
+_RESOLVE_WITH_QUERY = (
+    "resolve=True rewrites the text from its clusters, but a pronoun/candidates query returns link probabilities, "
+    "not clusters: drop resolve=True, or the query."
+)
+
+
+def _resolver() -> Callable[[str, Sequence[Any]], dict[str, Any]]:
+    """The package's `resolve_coreferences`, a neighbour of this file in the package; a checkpoint's copy of the
+    pipeline, run without the package, has none."""
+    try:
+        return importlib.import_module(".resolved_text", __package__).resolve_coreferences
+    except (ImportError, TypeError) as error:  # TypeError: no package to import from
+        raise ValueError(
+            "resolve=True needs the hf_entity_models package (pip install hf-entity-models), whose "
+            "resolve_coreferences rewrites the text; this pipeline was loaded from a checkpoint's own code without it."
+        ) from error
+
+
+def _with_resolved_text(text: str, result: dict[str, Any]) -> dict[str, Any]:
+    resolved = _resolver()(text, result["clusters"])
+    return {**result, "resolved_text": resolved["text"], "replacements": resolved["replacements"]}
 
 
 # ---------------------------------------------------------------------------------------- document-mode text

@@ -5,8 +5,8 @@ offsets) and rewrites the text: "Emma smiled because she liked her book" -> "Emm
 book". Each entity is named by its most informative mention: its first proper name (a mention whose words all start
 with a capital letter or are joined by lowercase particles: "Mr. Knightley", "Anne of Green Gables"), else its longest
 mention that is not a pronoun; an entity mentioned only by pronouns is left as it is. Possessive pronouns stay
-possessive ("his" -> "Frank's"). Reflexive pronouns ("herself") are kept: replacing them makes the sentence wrong
-("Emma hurt Emma"). The replacements come back with their offsets in the original and in the resolved text.
+possessive ("his" -> "Frank's"). Only third-person pronouns are replaced: a name in place of "I" or "you" breaks the
+verb ("I am late" -> "Emma am late"), and reflexive ones ("herself") are kept, as "Emma hurt Emma" is wrong. The replacements come back with their offsets in the original and in the resolved text.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SUBJECT_AND_OBJECT_PRONOUNS = frozenset({"he", "him", "she", "it", "they", "them", "i", "me", "we", "us", "you", "thou", "thee", "ye"})
-POSSESSIVE_PRONOUNS = frozenset(
-    {"his", "its", "their", "my", "our", "your", "thy", "thine", "hers", "theirs", "mine", "ours", "yours"}
-)
-REFLEXIVE_PRONOUNS = frozenset(
-    {"himself", "herself", "itself", "themselves", "myself", "ourselves", "yourself", "yourselves", "thyself", "oneself"}
+# Third person only: a name in place of "I" or "you" breaks the verb's agreement ("I am late" -> "Emma am late").
+SUBJECT_AND_OBJECT_PRONOUNS = frozenset({"he", "him", "she", "it", "they", "them"})
+POSSESSIVE_PRONOUNS = frozenset({"his", "its", "their", "hers", "theirs"})
+REFLEXIVE_PRONOUNS = frozenset({"himself", "herself", "itself", "themselves", "oneself"})
+# Kept as they are, and never an entity's name.
+FIRST_AND_SECOND_PERSON = frozenset(
+    """i me my mine myself we us our ours ourselves you your yours yourself yourselves thou thee thy thine thyself ye"""
+    .split()
 )
 # "her" is an object ("told her that") or a possessive ("her book"); without a tagger the next word decides: a
 # possessive "her" is followed by the noun phrase it determines, an object "her" by anything else. These words never
@@ -33,7 +35,7 @@ _WORDS_AFTER_AN_OBJECT_HER = frozenset(
     how what who whom why which
     """.split()
 )
-PRONOUNS = SUBJECT_AND_OBJECT_PRONOUNS | POSSESSIVE_PRONOUNS | REFLEXIVE_PRONOUNS | {"her"}
+PRONOUNS = SUBJECT_AND_OBJECT_PRONOUNS | POSSESSIVE_PRONOUNS | REFLEXIVE_PRONOUNS | FIRST_AND_SECOND_PERSON | {"her"}
 # Lowercase words a proper name may hold between its capitalised words ("Anne of Green Gables", "Vincent van Gogh").
 _NAME_PARTICLES = frozenset({"of", "the", "de", "van", "von", "der", "du", "la", "le", "da", "di", "and", "'s"})
 _DETERMINERS = frozenset({"the", "a", "an"})
@@ -99,13 +101,13 @@ def _replacement(text: str, start: int, end: int, name: str) -> str | None:
 
 def _is_possessive_her(text: str, end: int) -> bool:
     """"her" determines the next word ("her book") rather than being its verb's object ("gave her a book")."""
-    following = text[end:].lstrip(" \t")
-    word = []
-    for character in following:
-        if not (character.isalpha() or character in "-'"):
-            break
-        word.append(character)
-    return bool(word) and "".join(word).lower() not in _WORDS_AFTER_AN_OBJECT_HER
+    start = end
+    while start < len(text) and text[start] in " \t":  # scanned, not sliced: a book has thousands of pronouns
+        start += 1
+    stop = start
+    while stop < len(text) and (text[stop].isalpha() or text[stop] in "-'"):
+        stop += 1
+    return stop > start and text[start:stop].lower() not in _WORDS_AFTER_AN_OBJECT_HER
 
 
 def _possessive(name: str) -> str:
@@ -125,8 +127,10 @@ def _cased_for_position(text: str, start: int, replacement: str) -> str:
 
 
 def _starts_sentence(text: str, start: int) -> bool:
-    before = text[:start].rstrip(" \t\n\"'“‘(")
-    return not before or before[-1] in ".!?"
+    position = start - 1
+    while position >= 0 and text[position] in " \t\n\"'“‘(":
+        position -= 1
+    return position < 0 or text[position] in ".!?"
 
 
 def _is_proper_name(mention: str) -> bool:
