@@ -24,6 +24,7 @@ STORIES = {
         'coref = pipeline("coreference", model="petra-gap")',  # ask the pipeline
         'gap_metric = evaluate.load(metric_path("gap"))',  # score with evaluate
         "litbank = train_document_coreference(",  # whole documents
+        'nlp.add_pipe("entity_coref"',  # spaCy, resolved text (the document-mode checkpoint of the snippet before)
         'reader.push_to_hub("your-name/forcereader-squad")',  # ForceReader (here: the two stories take equal time)
         'lm.push_to_hub("your-name/gpt2e-litbank")',  # GPT2E, with PeTra's clusters (`coref`)
         'model.push_to_hub("your-name/petra-gap")',  # publish
@@ -115,6 +116,7 @@ def test_readme_petra_story_runs(tmp_path, shared_data):
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_gpt2e.py",
             "configuration_gpt2e.py"} <= set(pushed_lm)
     assert pushed_lm["model.safetensors"] == (workdir / "gpt2e-litbank" / "model.safetensors").read_bytes()
+    assert any(line.startswith("Emma met ") for line in process.stdout.splitlines())  # the resolved text
     assert "SQuAD validation EM" in process.stdout
     assert {"model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_forcereader.py",
             "pipeline.py", "answer_spans.py"} <= set(pushed_reader)
