@@ -177,9 +177,10 @@ def check_outputs_first(args: argparse.Namespace) -> None:
     check_first = getattr(args, "check_first", None)
     if check_first is not None:
         check_first(args)
+    resumed = getattr(args, "resumed_outputs", ())  # outputs the command resumes when they exist: it checks them
     for destination, (option, folder) in OUTPUT_PATHS.items():
         location = getattr(args, destination, None)
-        if not isinstance(location, str):
+        if not isinstance(location, str) or destination in resumed:
             continue
         if folder:
             check_location(Path(location), option, folder=True)

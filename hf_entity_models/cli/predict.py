@@ -153,9 +153,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def _check_first(args: argparse.Namespace) -> None:
     """Before the checks of every output file (`main.check_outputs_first`): the --output of --texts is resumed when
-    it exists, so it is checked by `_predict_texts` instead, which the other checks skip (they check str paths)."""
-    if args.texts is not None and isinstance(args.output, str):
-        args.output = Path(args.output)
+    it exists, so `_predict_texts` checks it instead."""
+    if args.texts is not None:
+        args.resumed_outputs = ("output",)
 
 
 def _add_question_answering_options(qa: argparse._ArgumentGroup) -> None:
