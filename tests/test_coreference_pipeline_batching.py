@@ -2,7 +2,6 @@
 of several documents in shared calls, mentions clustered in lockstep) gives the clusters of each text read alone;
 `resolve=True` adds `resolve_coreferences` of the clusters."""
 
-
 import pytest
 import torch
 from conftest import saved_tiny_petra
