@@ -20,9 +20,10 @@ accuracy is measured on the same run.
 Rows: ``fp32``; ``bf16``: the call under ``torch.autocast("cpu", dtype=torch.bfloat16)``; ``int8``: torch's
 dynamic quantisation of the ``nn.Linear`` layers (QA: the whole model; coreference: the encoder, which holds nearly
 all the arithmetic; GPT-2 and GPT2E: only the LM head, the largest matrix product here, because GPT-2's blocks are
-``Conv1D`` modules that dynamic quantisation does not convert); ``onnx`` / ``onnx-int8`` (QA only): the exported
-graph in onnxruntime, fp32 and with onnxruntime's dynamic int8 quantisation. The memory recurrences of the
-coreference models are not exported (see the README's ONNX section).
+``Conv1D`` modules that dynamic quantisation does not convert); ``onnx`` / ``onnx-int8``: the exported
+graph in onnxruntime, fp32 and with onnxruntime's dynamic int8 quantisation (coreference: the encoder's graph,
+`export_coreference_encoder`, under the PyTorch memory; the memory recurrences are not exported: see the README's
+ONNX section).
 
     python benchmarks/bench_inference.py --sections qa lm coref --threads 2 \\
         --qa runs/squad-models/v1.1/forcereader/seed0/final runs/squad-models/v1.1/joint-bert/seed0/final \\
@@ -267,13 +268,28 @@ def coref_section(args) -> dict:
     def rules() -> dict:
         return conll(books, rule_baseline_clusters(books, mentions="rule"))
 
-    rows = {"fp32": clusters_of(fp32), "bf16": clusters_of(fp32, bf16_autocast), "int8": clusters_of(int8),
-            "rule baseline": rules}
+    rows = {"fp32": clusters_of(fp32), "bf16": clusters_of(fp32, bf16_autocast), "int8": clusters_of(int8)}
+    rows.update({name: clusters_of(resolver) for name, resolver in onnx_encoder_pipelines(args).items()})
+    rows["rule baseline"] = rules
     print(f"coreference on {len(books)} books, {words} words", flush=True)
     measured = interleaved(rows, args.repeats)
     for result in measured.values():
         result["words_per_second"] = words / result["median_seconds"]
     return {"books": [book.name for book in books], "words": words, "checkpoint": str(args.coref), "rows": measured}
+
+
+def onnx_encoder_pipelines(args) -> dict:
+    """Pipelines whose encoder is the package's ONNX export of it (`export_coreference_encoder`, checked within 1e-4
+    of PyTorch at export) and its int8 quantisation, in onnxruntime with the same number of threads."""
+    from hf_entity_models.tasks.coreference.onnx_encoder import export_coreference_encoder, use_onnx_encoder
+    from hf_entity_models.tasks.question_answering import quantize_onnx_int8
+
+    pipelines = {name: pipeline("coreference", model=args.coref, device=-1) for name in ("onnx", "onnx-int8")}
+    graph = export_coreference_encoder(pipelines["onnx"].model, Path(args.output_dir) / "coref-encoder", overwrite=True)
+    int8 = quantize_onnx_int8(graph, graph.with_name("encoder.int8.onnx"), overwrite=True)
+    use_onnx_encoder(pipelines["onnx"].model, graph, threads=args.threads)
+    use_onnx_encoder(pipelines["onnx-int8"].model, int8, threads=args.threads)
+    return pipelines
 
 
 def conll(books, responses) -> dict:

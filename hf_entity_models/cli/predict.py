@@ -83,9 +83,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "fails); run again with the same --output, it skips the documents done and retries those that failed. "
         "--conll DIR_OR_FILE --responses FILE writes the clusters of every CoNLL-2012 document as a response file "
         "for the reference scorer.",
-        epilog='Examples: hf-entity predict runs/petra-litbank --text "Emma smiled. She liked her book." --resolve | '
-        "hf-entity predict runs/petra-litbank --texts books.jsonl --output clusters.jsonl --batch-size 8 | "
-        'hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" --coref-model runs/petra-people',
+        epilog='Example (GPT2E): hf-entity predict runs/gpt2e-litbank --prompt "Emma met Mr. Knightley. She" '
+        '--coref-model runs/petra-people. Examples (coreference): hf-entity predict runs/petra-litbank --text "Emma '
+        'smiled. She liked her book." --resolve | hf-entity predict runs/petra-litbank --texts books.jsonl --output '
+        "clusters.jsonl --batch-size 8",
     )
     parser.add_argument("checkpoint", help="checkpoint folder (or Hub id) with model and tokenizer")
     source = parser.add_mutually_exclusive_group(required=True)

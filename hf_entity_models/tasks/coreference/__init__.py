@@ -71,6 +71,7 @@ from .metrics import (
     threshold_grid,
 )
 from .pipeline import CoreferencePipeline
+from .onnx_encoder import OnnxEncoder, export_coreference_encoder, use_onnx_encoder
 from .plots import plot_memory_log
 from .resolved_text import resolve_coreferences
 from .rule_baseline import rule_baseline_clusters, rule_mentions
@@ -121,6 +122,7 @@ __all__ = [
     "GapScores",
     "GapTrainingResult",
     "LINK_SCHEMES",
+    "OnnxEncoder",
     "PEOPLE_CORPUS_ID",
     "PEOPLE_CORPUS_NAME",
     "PeopleCount",
@@ -146,6 +148,7 @@ __all__ = [
     "encoder_features_fingerprint",
     "evaluate_conll",
     "evaluate_document_coreference",
+    "export_coreference_encoder",
     "gap_gold",
     "gap_link_scheme",
     "gap_training_arguments",
@@ -178,6 +181,7 @@ __all__ = [
     "train_on_conll",
     "train_on_gap",
     "tune_threshold",
+    "use_onnx_encoder",
     "without_crossing_mentions",
     "write_conll_coreference",
     "write_people_corpus_tsv",
