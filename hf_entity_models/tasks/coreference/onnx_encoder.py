@@ -21,7 +21,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import BaseModelOutput
 
-from ..question_answering.onnx_export import DEFAULT_OPSET, _quiet_exporter, _require, _session
+from ..onnx_runtime import onnxruntime_session, quiet_exporter, require_onnx_module
+from ..question_answering.onnx_export import DEFAULT_OPSET
 
 INPUT_NAMES = ("input_ids", "attention_mask")
 GRAPH_FILE = "encoder.onnx"
@@ -66,11 +67,11 @@ def export_coreference_encoder(
     if output_dir.exists() and not output_dir.is_dir():
         raise NotADirectoryError(f"{output_dir} is a file: give export_coreference_encoder a folder.")
     output_dir.mkdir(parents=True, exist_ok=True)
-    _require("onnxscript")
+    require_onnx_module("onnxscript")
     sample = _sample(encoder, batch=2, length=17)
     batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence", max=encoder.config.max_position_embeddings)
     staged = output_dir / f".{GRAPH_FILE}.partial"
-    with _quiet_exporter(), torch.no_grad():
+    with quiet_exporter(), torch.no_grad():
         torch.onnx.export(
             _HiddenStates(encoder), (), str(staged), kwargs=sample, dynamo=True, input_names=list(INPUT_NAMES),
             output_names=[f"hidden_state_{layer}" for layer in range(encoder.config.num_hidden_layers + 1)],
@@ -96,7 +97,7 @@ def _sample(encoder: nn.Module, batch: int, length: int) -> dict[str, torch.Tens
 
 
 def _check_against_pytorch(encoder: nn.Module, path: Path, atol: float) -> None:
-    session = _session(path)
+    session = onnxruntime_session(path)
     for batch, length in ((2, 17), (3, 41)):  # the export's shape, and another
         sample = _sample(encoder, batch, length)
         with torch.no_grad():
@@ -122,7 +123,7 @@ class OnnxEncoder(nn.Module):
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"No ONNX graph at {self.path}: export one with export_coreference_encoder.")
-        self.session = _session(self.path, threads=threads)
+        self.session = onnxruntime_session(self.path, threads=threads)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **unused: Any
                 ) -> BaseModelOutput:

@@ -55,6 +55,8 @@ from torch import nn
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 from transformers.utils import logging
 
+from ..onnx_runtime import onnxruntime_session, quiet_exporter, require_onnx_module
+
 logger = logging.get_logger(__name__)
 
 ONNX_FILE_NAME = "model.onnx"
@@ -70,7 +72,6 @@ MIN_OPSET = 18  # the ONNX written for `cdist` (ReduceL1 / ReduceL2 with their a
 # MiniLM-L6 ForceReader on 256-token windows (three encoder passes; logits of order 30), 1e-7 for a tiny BERT.
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-4
-INSTALL_HINT = 'install the optional dependencies: pip install "hf-entity-models[onnx]"'
 WEIGHT_TYPES = ("qint8", "quint8")
 # Two packed question-passage pairs of different lengths: the batch `export_onnx` traces and checks with when it is
 # given none (two rows and padding, so that neither axis is specialised to its example size).
@@ -81,16 +82,6 @@ SAMPLE_PAIRS = (
         "The Seine rises at Source-Seine in Burgundy and flows 777 kilometres through Paris to the English Channel.",
     ),
 )
-
-
-def _require(module: str) -> Any:
-    """Import an optional dependency of the [onnx] extra, or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(f"ONNX export needs the {module} package, which is not installed: {INSTALL_HINT}.") from error
 
 
 # ------------------------------------------------------------------------------------------------------ export
@@ -186,7 +177,7 @@ def export_onnx(
     target = output_dir / ONNX_FILE_NAME
     _check_output(target, overwrite)
     for module in ("onnx", "onnxscript", "onnxruntime"):
-        _require(module)
+        require_onnx_module(module)
     input_names = model_input_names(model)
     if sample_inputs is None:
         sample_inputs = sample_batch(tokenizer, input_names, _position_limit(model))
@@ -344,7 +335,7 @@ def _export_graph(model: nn.Module, sample: dict[str, torch.Tensor], input_names
     batch = torch.export.Dim("batch")
     limit = _position_limit(model)
     sequence = torch.export.Dim("sequence", max=limit) if limit else torch.export.Dim("sequence")
-    with _export_friendly(model), _quiet_exporter(), torch.no_grad():
+    with _export_friendly(model), quiet_exporter(), torch.no_grad():
         torch.onnx.export(
             _LogitsOnly(model, input_names),
             (),
@@ -359,23 +350,6 @@ def _export_graph(model: nn.Module, sample: dict[str, torch.Tensor], input_names
             external_data=_parameter_bytes(model) > 1_800_000_000,  # protobuf's 2 GB limit
             verbose=False,
         )
-
-
-@contextlib.contextmanager
-def _quiet_exporter() -> Iterator[None]:
-    """Without the exporter's notes that say nothing about this graph: renamed axes, deprecated pytree classes, and
-    the torchvision operators it skips when torchvision is not installed."""
-    import logging
-
-    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = registration.level
-    registration.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", (UserWarning, FutureWarning, DeprecationWarning))
-            yield
-    finally:
-        registration.setLevel(level)
 
 
 def _parameter_bytes(model: nn.Module) -> int:
@@ -466,7 +440,7 @@ def _check_against_pytorch(
 ) -> float:
     """Largest |ONNX Runtime - PyTorch| logit on the sample and on a batch of another size and length (`_reshaped`),
     refused where a logit differs by more than ``atol + rtol * |PyTorch logit|``."""
-    session = _session(path)
+    session = onnxruntime_session(path)
     batches = [sample, _reshaped(sample)]
     largest, excess = 0.0, 0.0
     for batch in batches:
@@ -499,15 +473,6 @@ def _reshaped(sample: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         rows = torch.cat([tensor, tensor[:1]])
         padded[name] = torch.cat([rows, rows.new_zeros(rows.shape[0], 3)], dim=1)
     return padded
-
-
-def _session(path: str | os.PathLike, threads: int | None = None, providers: Sequence[str] | None = None) -> Any:
-    ort = _require("onnxruntime")
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
 
 
 # ------------------------------------------------------------------------------------------------------- int8
@@ -575,7 +540,7 @@ def quantize_onnx_int8(
         raise FileExistsError(f"{target} already exists: pass overwrite=True to replace it, or choose another file.")
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}.")
-    quantization = _require("onnxruntime.quantization")
+    quantization = require_onnx_module("onnxruntime.quantization")
     quant_type = quantization.QuantType.QInt8 if weight_type == "qint8" else quantization.QuantType.QUInt8
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -697,7 +662,7 @@ class OnnxQuestionAnswering(nn.Module):
         else:
             raise FileNotFoundError(f"{location} does not exist: pass an export folder or an .onnx file.")
         self.path = graph
-        self.session = _session(graph, threads, providers)
+        self.session = onnxruntime_session(graph, threads, providers)
         self.input_names = tuple(entry.name for entry in self.session.get_inputs())
         unknown = [name for name in self.input_names if name not in MODEL_INPUT_NAMES]
         outputs = [entry.name for entry in self.session.get_outputs()]
