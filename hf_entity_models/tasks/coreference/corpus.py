@@ -369,8 +369,8 @@ def conll_corpus_responses(
     the reference scorer. The documents' own words and sentences are read (not a re-tokenised text), as
     ``hf-entity evaluate --conll`` reads them.
 
-    A document-mode checkpoint reads `batch_size` documents at a time (`predict_document_batch`: the clusters
-    `document_responses` finds one by one); a token-mode one goes through `conll_responses` (at `mention_threshold`,
+    A document-mode checkpoint reads `batch_size` documents at a time (`document_responses` with `batch_size`: the
+    clusters found one by one); a token-mode one goes through `conll_responses` (at `mention_threshold`,
     default ``config.mention_threshold``).
 
     Example:
@@ -387,22 +387,9 @@ def conll_corpus_responses(
         with tempfile.TemporaryDirectory(prefix="hf-entity-conll-") as folder:
             trainer = conll_evaluation_trainer(model, tokenizer, folder, batch_size=batch_size)
             return conll_responses(trainer, documents, tokenizer, threshold)
-    from tqdm.auto import tqdm
+    from .document_training import document_responses, document_rows
 
-    from .document_training import document_rows, without_crossing_mentions
-    from .pipeline import predict_document_batch
-
-    rows = document_rows(documents, tokenizer)
-    device = next(model.parameters()).device
-    responses = []
-    with tqdm(total=len(documents), desc="Clustering", unit="doc", disable=not show_progress) as progress:
-        for first in range(0, len(documents), batch_size):
-            chunk = rows[first : first + batch_size]
-            found = predict_document_batch(
-                model, [row["input_ids"].to(device) for row in chunk], [row["word_ids"].to(device) for row in chunk],
-                [row["sentence_ids"].to(device) for row in chunk], span_threshold, tokenizer.pad_token_id or 0,
-            )  # fmt: skip
-            for document, mentions in zip(documents[first : first + batch_size], found):
-                responses.append(document.with_mentions(without_crossing_mentions(mentions)))
-            progress.update(len(chunk))
-    return responses
+    return document_responses(
+        model, documents, document_rows(documents, tokenizer), span_threshold=span_threshold,
+        show_progress=show_progress, batch_size=batch_size, pad_token_id=tokenizer.pad_token_id or 0,
+    )

@@ -51,6 +51,7 @@ from .conll import CorefDocument
 from .conll_metrics import documents_by_name, score_coreference
 from .conll_training import _documents, _summary, _warn_about_shared_documents, mention_scores
 from .features import _load_cached_features, _save_features, encoder_features_fingerprint, uses_frozen_encoder
+from .pipeline import predict_document_batch
 
 logger = logging.get_logger(__name__)
 
@@ -173,6 +174,9 @@ def add_document_word_features(
         cache_dir: Folder for the cache file (None: in memory only).
         dtype: Dtype of the stored features.
         show_progress: Show a progress bar over the documents.
+        batch_size: Documents read together (`predict_document_batch`: the same clusters, the encoder windows of all
+            of them in shared calls and the memories in lockstep); the gold mentions are clustered one by one.
+        pad_token_id: The tokenizer's padding id, for the shared encoder calls.
 
     Returns:
         New rows with ``word_features`` `(W, F)`, ``sentence_ids``, ``gold_spans`` and ``gold_cluster_ids``.
@@ -304,6 +308,8 @@ def document_responses(
     gold_mentions: bool = False,
     span_threshold: float | None = None,
     show_progress: bool = True,
+    batch_size: int = 1,
+    pad_token_id: int = 0,
 ) -> list[CorefDocument]:
     """The clusters a document-mode model finds in every document (`model.predict_clusters`), as responses that keep
     each key document's name, part, words and header (`CorefDocument.with_mentions`).
@@ -315,6 +321,9 @@ def document_responses(
         gold_mentions: Cluster the gold mentions instead of the model's own.
         span_threshold: Smallest mention logit of a proposed mention (default: `config.span_threshold`).
         show_progress: Show a progress bar over the documents.
+        batch_size: Documents read together (`predict_document_batch`: the same clusters, the encoder windows of all
+            of them in shared calls and the memories in lockstep); the gold mentions are clustered one by one.
+        pad_token_id: The tokenizer's padding id, for the shared encoder calls.
 
     Returns:
         One response per document; score it with `score_coreference(documents, responses)` or write it with
@@ -327,21 +336,41 @@ def document_responses(
     """
     if len(rows) != len(documents):
         raise ValueError(f"Got {len(rows)} rows for {len(documents)} documents; pass one row per document, in order.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
     device = next(model.parameters()).device
     responses, dropped = [], 0
-    for document, row in tqdm(
-        list(zip(documents, rows)), desc="Clustering", unit="doc", disable=not show_progress or len(documents) < 2
-    ):
-        mention_spans = [row["gold_spans"]] if gold_mentions else None
-        mentions = model.predict_clusters(
-            **_model_inputs(row, device), mention_spans=mention_spans, span_threshold=span_threshold
-        )[0]
-        kept = without_crossing_mentions(mentions)
-        dropped += len(mentions) - len(kept)
-        responses.append(document.with_mentions(kept))
+    with tqdm(total=len(documents), desc="Clustering", unit="doc", disable=not show_progress or len(documents) < 2
+              ) as progress:
+        for first in range(0, len(documents), batch_size):
+            chunk = rows[first : first + batch_size]
+            for document, mentions in zip(documents[first : first + batch_size], _found_mentions(
+                model, chunk, device, gold_mentions, span_threshold, pad_token_id
+            )):
+                kept = without_crossing_mentions(mentions)
+                dropped += len(mentions) - len(kept)
+                responses.append(document.with_mentions(kept))
+            progress.update(len(chunk))
     if dropped:
         logger.info(f"Dropped {dropped} proposed mention(s) that cross an earlier mention of their own entity.")
     return responses
+
+
+def _found_mentions(
+    model: torch.nn.Module, rows: Sequence[dict[str, torch.Tensor]], device: torch.device, gold_mentions: bool,
+    span_threshold: float | None, pad_token_id: int,
+) -> list[list[tuple[int, int, int]]]:
+    """The mentions of each row's document: read together when there are several and the model proposes them."""
+    if len(rows) == 1 or gold_mentions:
+        return [
+            model.predict_clusters(**_model_inputs(row, device), span_threshold=span_threshold,
+                                   mention_spans=[row["gold_spans"]] if gold_mentions else None)[0]
+            for row in rows
+        ]
+    return predict_document_batch(
+        model, *([row[key].to(device) for row in rows] for key in ("input_ids", "word_ids", "sentence_ids")),
+        span_threshold, pad_token_id,
+    )
 
 
 def without_crossing_mentions(mentions: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
